@@ -1,0 +1,45 @@
+"""`iid`: every client gets a uniformly random, equally sized slice of the train split.
+
+The baseline against which the non-i.i.d. partitions are measured (WAFFLE's distribution A is
+the same idea with ten agents).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from fedattack.data.partitioners._common import (
+    build_partition,
+    check_fraction,
+    check_num_clients,
+    default_num_clients,
+)
+from fedattack.data.types import Partition
+from fedattack.registry import PARTITIONS
+
+
+@PARTITIONS.register("iid")
+class IID:
+    """Shuffle the train split and cut it into `num_clients` near-equal parts (group "all").
+
+    `num_clients` None means 100 (10 for `digits`).
+    """
+
+    @dataclass(frozen=True)
+    class Options:
+        """test_fraction: share of each client's data held out as its local test set."""
+
+        test_fraction: float = 0.2
+
+    @staticmethod
+    def split(
+        labels: np.ndarray, num_clients: int | None, seed: int, dataset_name: str, options: Options
+    ) -> Partition:
+        check_fraction("test_fraction", options.test_fraction)
+        n = num_clients if num_clients is not None else default_num_clients(dataset_name)
+        check_num_clients(n, len(labels))
+        rng = np.random.default_rng(seed)
+        holdings = np.array_split(rng.permutation(len(labels)).astype(np.int64), n)
+        return build_partition("iid", seed, options, labels, holdings, ["all"] * n, rng)

@@ -1,0 +1,69 @@
+"""Shared loading for torchvision's IDX-file datasets (MNIST, Fashion-MNIST).
+
+Not a dataset itself (nothing registers here). torchvision reads `<root>/<Folder>/raw/*-ubyte`;
+we check for those files ourselves first so that a missing dataset gives the user one line on how
+to fix it instead of torchvision's generic "Dataset not found" error, and we only ever let
+torchvision download when the user asked for it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Sequence
+
+import torch
+from torchvision.datasets import MNIST
+
+from fedattack.data.cache import RawImages, cached
+from fedattack.data.types import Dataset
+from fedattack.registry import UserError
+
+
+def raw_files(kind: type[MNIST], root: Path) -> list[Path]:
+    """The decompressed IDX files torchvision needs, under `<root>/<Folder>/raw/`."""
+    raw = root / kind.__name__ / "raw"
+    return [raw / os.path.splitext(os.path.basename(url))[0] for url, _ in kind.resources]
+
+
+def load_idx_dataset(
+    name: str, kind: type[MNIST], classes: Sequence[str], root: Path, download: bool
+) -> Dataset:
+    """Load an MNIST-like dataset through the tensor cache, downloading only if asked to."""
+    files = raw_files(kind, root)
+    if download and not all(f.is_file() for f in files):
+        _download(name, kind, root)
+    missing = [f for f in files if not f.is_file()]
+    if missing:
+        raise UserError(
+            f"{name} is not in {root} (missing {missing[0]}); pass --download to fetch it, or "
+            f"point --data-root / FEDATTACK_DATA at a folder holding {kind.__name__}/raw/"
+        )
+    return cached(name, files, lambda: _decode(name, kind, classes, root))
+
+
+def _download(name: str, kind: type[MNIST], root: Path) -> None:
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        kind(str(root), train=True, download=True)
+    except Exception as exc:  # noqa: BLE001 - network and disk errors alike are the user's to fix
+        raise UserError(f"could not download {name} into {root}: {exc}") from exc
+
+
+def _decode(name: str, kind: type[MNIST], classes: Sequence[str], root: Path) -> RawImages:
+    """Read both splits with torchvision; images stay uint8, gaining a channel axis."""
+    try:
+        train = kind(str(root), train=True, download=False)
+        test = kind(str(root), train=False, download=False)
+    except (RuntimeError, OSError, ValueError) as exc:
+        raise UserError(
+            f"cannot read {name} from {root / kind.__name__ / 'raw'} ({exc}); "
+            "replace the files or fetch them again with --download"
+        ) from exc
+    return RawImages(
+        x_train=train.data.to(torch.uint8).unsqueeze(1),
+        y_train=train.targets.to(torch.int64),
+        x_test=test.data.to(torch.uint8).unsqueeze(1),
+        y_test=test.targets.to(torch.int64),
+        classes=tuple(classes),
+    )

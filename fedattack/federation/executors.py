@@ -1,0 +1,51 @@
+"""Executors run the local updates of the clients sampled in a round.
+
+The sequential executor is the reference: one client after another, each through
+`fedattack.training.sequential_train`. A faster executor registers itself in `EXECUTORS` and
+must give the same result for the same seed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from fedattack.registry import Registry
+from fedattack.target import ClientContext, LocalData, State, Target
+from fedattack.training import sequential_train
+from fedattack.wire import Payload
+
+
+@dataclass
+class ClientJob:
+    """One sampled client's work in a round."""
+
+    client: int
+    down: Payload
+    private: State
+    data: LocalData
+    ctx: ClientContext
+
+
+class Executor(Protocol):
+    def run(self, target: Target, jobs: list[ClientJob]) -> list[tuple[Payload, State]]: ...
+
+
+EXECUTORS: Registry = Registry("executor", "fedattack.federation.executor_plugins")
+
+
+@EXECUTORS.register("sequential")
+class SequentialExecutor:
+    """One client at a time (the reference every faster executor is checked against)."""
+
+    trainer = staticmethod(sequential_train)
+
+    def __init__(self, device: str = "cpu") -> None:
+        self.device = device
+
+    def run(self, target: Target, jobs: list[ClientJob]) -> list[tuple[Payload, State]]:
+        return [target.client_update(j.down, j.private, j.data, j.ctx) for j in jobs]
+
+
+def make_executor(name: str, device: str = "cpu") -> Executor:
+    return EXECUTORS.get(name)(device=device)

@@ -1,0 +1,96 @@
+"""The round loop: sample clients, send, train locally, receive, aggregate, evaluate.
+
+It, and only it, writes the wire: the payloads `broadcast` returns and the uplinks
+`client_update` returns are recorded as messages, so a method cannot leak by logging.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+import torch
+
+from fedattack.data.types import Dataset, Partition
+from fedattack.federation.executors import ClientJob, Executor
+from fedattack.federation.spec import FederationSpec
+from fedattack.metrics import accuracy
+from fedattack.rng import generator, numpy_rng
+from fedattack.target import ClientContext, LocalData, State, Target
+from fedattack.wire import SERVER, Message
+
+
+@dataclass
+class FederationState:
+    """Where training stands: the server, every client's private state, the utility history."""
+
+    server: State
+    private: list[State]
+    trained: list[bool]
+    history: list[dict] = field(default_factory=list)
+
+
+def client_data(dataset: Dataset, partition: Partition, client: int) -> LocalData:
+    """A client's local tensors, relabelled by its label map if the partition has one."""
+    part = partition.clients[client]
+    tr, te = torch.as_tensor(part.train), torch.as_tensor(part.test)
+    y_tr, y_te = dataset.y_train[tr], dataset.y_train[te]
+    maps = partition.stats.get("label_maps")
+    if maps is not None:
+        lut = torch.as_tensor(maps[client], dtype=torch.long)
+        y_tr, y_te = lut[y_tr], lut[y_te]
+    return LocalData(dataset.x_train[tr], y_tr, dataset.x_train[te], y_te)
+
+
+def sample_clients(spec: FederationSpec, num_clients: int, rnd: int) -> list[int]:
+    m = spec.clients_per_round(num_clients)
+    chosen = numpy_rng(spec.seed, "sample", rnd).choice(num_clients, size=m, replace=False)
+    return sorted(int(c) for c in chosen)
+
+
+class RoundLoop:
+    """Runs a federation round by round, reporting messages to `record`."""
+
+    def __init__(self, spec: FederationSpec, target: Target, datas: list[LocalData],
+                 executor: Executor, record: Callable[[Message], None]) -> None:
+        self.spec, self.target, self.datas = spec, target, datas
+        self.executor, self.record = executor, record
+        self.trainer = getattr(executor, "trainer")
+
+    def start(self) -> FederationState:
+        server = self.target.init_server(generator(self.spec.seed, "init"))
+        private = [self.target.init_private(k, server, generator(self.spec.seed, "private", k))
+                   for k in range(len(self.datas))]
+        return FederationState(server, private, [False] * len(self.datas))
+
+    def run_round(self, state: FederationState, rnd: int) -> list[int]:
+        clients = sample_clients(self.spec, len(self.datas), rnd)
+        jobs = []
+        for k in clients:
+            down = self.target.broadcast(state.server, k, rnd)
+            if down:  # an empty payload is nothing on the wire (e.g. `local`)
+                self.record(Message(rnd, SERVER, k, "downlink", down))
+            ctx = ClientContext(rnd, k, self.spec.seed, self.trainer)
+            jobs.append(ClientJob(k, down, state.private[k], self.datas[k], ctx))
+        results = self.executor.run(self.target, jobs)
+        for k, (up, priv) in zip(clients, results):
+            if up:
+                self.record(Message(rnd, k, SERVER, "uplink", up))
+            state.private[k], state.trained[k] = priv, True
+        weights = [float(self.datas[k].size) for k in clients]
+        state.server = self.target.aggregate(state.server, [u for u, _ in results], weights, rnd)
+        return clients
+
+    def evaluate(self, state: FederationState) -> list[float]:
+        """Every client's local test accuracy on the model it deploys."""
+        accs = []
+        with torch.no_grad():
+            for k, data in enumerate(self.datas):
+                params = self.target.deployed(state.server, state.private[k])
+                accs.append(accuracy(self.target.forward(params, data.x_test), data.y_test))
+        return accs
+
+
+def mean_accuracy(accs: list[float]) -> float:
+    return float(np.nanmean(accs)) * 100.0

@@ -1,0 +1,142 @@
+"""The federation on disk: written atomically, opened without executing anything.
+
+Layout of a run directory:
+  federation.json   manifest: schema version, spec, dataset facts, wire schema, recording,
+                    utility summary, versions, checksums of every other file, `complete`
+  partition.pt      every client's train/test indices (the ground truth of membership)
+  partition.json    groups, label maps, discarded count, partition statistics
+  server.pt         the server's final state
+  private.pt        every client's private state (never on the wire)
+  metrics.json      each client's local test accuracy per evaluated round
+  transcript/       the recorded wire (see transcript_io)
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from fedattack.data.types import ClientData, Partition
+from fedattack.federation.storage import (checksums, fsync_dir, load_tensors, read_json,
+                                          save_tensors, verify, write_json)
+from fedattack.registry import UserError
+
+SCHEMA_VERSION = 1
+MANIFEST = "federation.json"
+
+
+class RunWriter:
+    """Writes into a hidden temporary sibling folder, renamed into place only when complete."""
+
+    def __init__(self, out: Path, overwrite: bool = False) -> None:
+        self.out = Path(out)
+        if self.out.exists() and not overwrite:
+            raise UserError(f"{self.out} already exists; choose another --out or pass --overwrite")
+        self.out.parent.mkdir(parents=True, exist_ok=True)
+        self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.out.name}.partial-", dir=self.out.parent))
+
+    def __enter__(self) -> "RunWriter":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is not None:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def write_partition(self, partition: Partition) -> None:
+        tensors = {}
+        for k, c in enumerate(partition.clients):
+            tensors[f"client{k}/train"] = torch.as_tensor(np.asarray(c.train, dtype=np.int64))
+            tensors[f"client{k}/test"] = torch.as_tensor(np.asarray(c.test, dtype=np.int64))
+        tensors["discarded"] = torch.as_tensor(np.asarray(partition.discarded, dtype=np.int64))
+        save_tensors(self.tmp / "partition.pt", tensors)
+        write_json(self.tmp / "partition.json", {"spec": partition.spec, "groups": partition.groups(),
+                                                 "stats": partition.stats})
+
+    def write_states(self, server: dict, private: list[dict]) -> None:
+        save_tensors(self.tmp / "server.pt", server)
+        flat = {f"client{k}/{n}": t for k, s in enumerate(private) for n, t in s.items()}
+        save_tensors(self.tmp / "private.pt", flat)
+
+    def finish(self, manifest: dict[str, Any]) -> Path:
+        """Seal the manifest with checksums and move the folder into place."""
+        manifest = {"schema_version": SCHEMA_VERSION, **manifest, "complete": True,
+                    "files": checksums(self.tmp)}
+        write_json(self.tmp / MANIFEST, manifest)
+        fsync_dir(self.tmp)
+        if self.out.exists():
+            shutil.rmtree(self.out)
+        os.replace(self.tmp, self.out)
+        return self.out
+
+
+class Federation:
+    """A trained federation opened from disk (manifest checked, files verified)."""
+
+    def __init__(self, path: str | Path, deep_verify: bool = True) -> None:
+        self.path = Path(path)
+        if not self.path.is_dir():
+            raise UserError(f"{self.path} is not a directory; pass the folder `fedattack train` wrote")
+        if self.path.name.startswith(".") and ".partial-" in self.path.name:
+            raise UserError(f"{self.path} is an unfinished run (training was interrupted); train it again")
+        self.manifest = read_json(self.path / MANIFEST)
+        if not isinstance(self.manifest, dict) or "schema_version" not in self.manifest:
+            raise UserError(f"{self.path} is not a fedattack run directory (no schema version)")
+        version = self.manifest["schema_version"]
+        if version != SCHEMA_VERSION:
+            raise UserError(f"{self.path} has run-directory schema {version}, this fedattack reads "
+                            f"{SCHEMA_VERSION}; re-train it with this version")
+        if self.manifest.get("complete") is not True:
+            raise UserError(f"{self.path} is incomplete (training did not finish); train it again")
+        verify(self.path, self.manifest.get("files", {}), deep=deep_verify)
+
+    @property
+    def spec(self):  # type: ignore[no-untyped-def]
+        from fedattack.federation.spec import FederationSpec
+        return FederationSpec.from_json(self.manifest["spec"])
+
+    def partition(self) -> Partition:
+        meta = read_json(self.path / "partition.json")
+        tensors = load_tensors(self.path / "partition.pt")
+        groups = meta["groups"]
+        clients = tuple(ClientData(tensors[f"client{k}/train"].numpy(), tensors[f"client{k}/test"].numpy(),
+                                   groups[k]) for k in range(len(groups)))
+        return Partition(meta["spec"], clients, tensors["discarded"].numpy(), meta.get("stats", {}))
+
+    def server_state(self) -> dict[str, torch.Tensor]:
+        return load_tensors(self.path / "server.pt")
+
+    def private_state(self, client: int) -> dict[str, torch.Tensor]:
+        self.check_client(client)
+        prefix = f"client{client}/"
+        return {k[len(prefix):]: v for k, v in load_tensors(self.path / "private.pt").items()
+                if k.startswith(prefix)}
+
+    def transcript(self):  # type: ignore[no-untyped-def]
+        from fedattack.federation.transcript_io import TranscriptReader
+        return TranscriptReader(self.path / "transcript")
+
+    def metrics(self) -> dict[str, Any]:
+        return read_json(self.path / "metrics.json")
+
+    @property
+    def num_clients(self) -> int:
+        return int(self.manifest["num_clients"])
+
+    def check_client(self, client: int) -> None:
+        if not 0 <= client < self.num_clients:
+            raise UserError(f"client {client} does not exist; this federation has clients 0..{self.num_clients - 1}")
+
+    def target(self):  # type: ignore[no-untyped-def]
+        """Rebuild the method object (its model template and hyperparameters) from the manifest."""
+        from fedattack.registry import TARGETS
+        spec = self.spec
+        cls = TARGETS.get(spec.method)
+        ds = self.manifest["dataset"]
+        return cls(cls.make_hyper(spec.hyper), spec.model, tuple(ds["input_shape"]),
+                   ds["num_classes"], spec.recipe, self.num_clients)

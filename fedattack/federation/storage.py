@@ -1,0 +1,81 @@
+"""Safe tensor and JSON files: atomic writes, checksums, and loads that never run code."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from fedattack.registry import UserError
+
+
+def save_tensors(path: Path, tensors: dict[str, torch.Tensor]) -> None:
+    """Save a flat dict of tensors (contiguous clones, so views do not drag their bases)."""
+    torch.save({k: v.detach().contiguous().clone() for k, v in tensors.items()}, path)
+
+
+def load_tensors(path: Path) -> dict[str, torch.Tensor]:
+    """Load tensors with `weights_only=True`: a file carrying a pickled object is refused."""
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise UserError(f"{path} is missing; the run directory is incomplete, train it again") from None
+    except Exception as exc:  # torch raises many types for corrupt or unsafe files
+        reason = "it holds objects other than tensors" if "weights_only" in str(exc) else "it is corrupt or truncated"
+        raise UserError(f"refusing to load {path}: {reason}; re-create the run directory") from None
+    if not isinstance(data, dict) or not all(isinstance(v, torch.Tensor) for v in data.values()):
+        raise UserError(f"refusing to load {path}: it is not a dict of tensors")
+    return data
+
+
+def write_json(path: Path, data: Any) -> None:
+    path.write_text(json.dumps(data, indent=1, sort_keys=False))
+
+
+def read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise UserError(f"{path} is missing; is this a fedattack run directory?") from None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise UserError(f"{path} is not valid JSON; the run directory is corrupt, train it again") from None
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def checksums(root: Path) -> dict[str, dict[str, Any]]:
+    """Size and SHA-256 of every file under `root` (the manifest's integrity record)."""
+    out = {}
+    for f in sorted(p for p in root.rglob("*") if p.is_file()):
+        out[f.relative_to(root).as_posix()] = {"bytes": f.stat().st_size, "sha256": sha256(f)}
+    return out
+
+
+def verify(root: Path, files: dict[str, dict[str, Any]], deep: bool = True) -> None:
+    """Refuse a run directory whose files are missing, truncated or altered."""
+    for rel, info in files.items():
+        f = root / rel
+        if not f.is_file():
+            raise UserError(f"{f} is missing; the run directory is incomplete, train it again")
+        if f.stat().st_size != info["bytes"]:
+            raise UserError(f"{f} has the wrong size (truncated or altered); train the run again")
+        if deep and sha256(f) != info["sha256"]:
+            raise UserError(f"{f} does not match its checksum (corrupt or altered); train the run again")
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,112 @@
+"""The transcript on disk: one tensor file per recorded round plus a JSON index of messages.
+
+A downlink that is broadcast identically to many clients is stored once per round (tensors
+are de-duplicated by content), which is most of the transcript's size for FedAvg-like methods.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import torch
+
+from fedattack.federation.storage import load_tensors, read_json, save_tensors, write_json
+from fedattack.registry import UserError
+from fedattack.wire import Message, RecordingPolicy, Transcript
+
+
+def _digest(t: torch.Tensor) -> str:
+    t = t.detach().contiguous()
+    head = f"{t.dtype}:{tuple(t.shape)}:".encode()
+    return hashlib.blake2b(head + t.numpy().tobytes(), digest_size=16).hexdigest()
+
+
+class TranscriptWriter:
+    """Receives messages from the round loop and keeps what the recording policy asks for."""
+
+    def __init__(self, folder: Path, policy: RecordingPolicy, total_rounds: int) -> None:
+        self.folder, self.policy, self.total_rounds = folder, policy, total_rounds
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.index: list[dict] = []
+        self.pending: list[Message] = []
+        self.latest: dict[int, list[Message]] = {}
+        self.bytes_on_wire = 0
+
+    def add(self, msg: Message) -> None:
+        self.bytes_on_wire += msg.nbytes
+        if self.policy.per_client_final:
+            kept = self.latest.get(msg.client, [])
+            if kept and kept[0].round != msg.round:
+                kept = []
+            self.latest[msg.client] = kept + [msg]
+        elif self.policy.keeps_round(msg.round, self.total_rounds):
+            self.pending.append(msg)
+
+    def end_round(self, rnd: int) -> None:
+        if self.pending:
+            self._write_round(rnd, self.pending)
+            self.pending = []
+
+    def close(self) -> dict:
+        if self.policy.per_client_final:
+            by_round: dict[int, list[Message]] = {}
+            for msgs in self.latest.values():
+                by_round.setdefault(msgs[0].round, []).extend(msgs)
+            for rnd in sorted(by_round):
+                self._write_round(rnd, by_round[rnd])
+        write_json(self.folder / "index.json", self.index)
+        return {"policy": self.policy.spec, "messages": len(self.index),
+                "rounds": sorted({m["round"] for m in self.index}),
+                "bytes_on_wire": self.bytes_on_wire}
+
+    def _write_round(self, rnd: int, msgs: list[Message]) -> None:
+        name = f"round_{rnd:05d}.pt"
+        keys: dict[str, str] = {}
+        tensors: dict[str, torch.Tensor] = {}
+        for msg in msgs:
+            entry = {"round": msg.round, "sender": msg.sender, "receiver": msg.receiver,
+                     "kind": msg.kind, "file": name, "bytes": msg.nbytes, "tensors": {}}
+            for tname, t in msg.payload.items():
+                d = _digest(t)
+                if d not in keys:
+                    keys[d] = f"t{len(keys)}"
+                    tensors[keys[d]] = t
+                entry["tensors"][tname] = {"key": keys[d], "shape": list(t.shape)}
+            self.index.append(entry)
+        save_tensors(self.folder / name, tensors)
+
+
+class TranscriptReader:
+    """Reads recorded messages back, one round file at a time, filtered before loading."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.index: list[dict] = read_json(folder / "index.json")
+
+    def load(self, *, client: int | None = None, kind: str | None = None,
+             rounds: set[int] | None = None) -> Transcript:
+        wanted = [e for e in self.index if _matches(e, client, kind, rounds)]
+        files: dict[str, dict[str, torch.Tensor]] = {}
+        msgs = []
+        for e in wanted:
+            if e["file"] not in files:
+                files[e["file"]] = load_tensors(self.folder / e["file"])
+            store = files[e["file"]]
+            payload = {}
+            for tname, info in e["tensors"].items():
+                t = store.get(info["key"])
+                if t is None or list(t.shape) != info["shape"]:
+                    raise UserError(f"{self.folder / e['file']} does not match the transcript index; re-create the run")
+                payload[tname] = t
+            msgs.append(Message(e["round"], e["sender"], e["receiver"], e["kind"], payload))
+        return Transcript(msgs)
+
+    def clients(self) -> list[int]:
+        return sorted({e["receiver"] if e["kind"] == "downlink" else e["sender"] for e in self.index})
+
+
+def _matches(e: dict, client: int | None, kind: str | None, rounds: set[int] | None) -> bool:
+    c = e["receiver"] if e["kind"] == "downlink" else e["sender"]
+    return ((client is None or c == client) and (kind is None or e["kind"] == kind)
+            and (rounds is None or e["round"] in rounds))

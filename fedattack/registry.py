@@ -1,0 +1,107 @@
+"""Name -> class registries shared by targets, attacks, threat models, datasets and partitions.
+
+Everything a user can name on the command line lives in one of these registries, so the CLI
+choices, `fedattack list`, reports and the conformance tests all read the same source and a new
+method is one new file. Third-party plugins come in through entry points of the same group name.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import pkgutil
+from typing import Callable, Generic, Iterator, TypeVar
+
+T = TypeVar("T")
+
+
+class UserError(Exception):
+    """A mistake in what the user asked for; the CLI prints it as one line and exits non-zero."""
+
+
+class Registry(Generic[T]):
+    """A named collection that plugins add themselves to.
+
+    `discover` imports every module of the package that holds the built-ins (each registers
+    itself on import) and then every entry point of `fedattack.<kind>`, so nothing keeps a list.
+    """
+
+    def __init__(self, kind: str, package: str | None = None) -> None:
+        self.kind = kind
+        self.package = package
+        self._items: dict[str, T] = {}
+        self._discovered = False
+
+    def register(self, name: str) -> Callable[[T], T]:
+        def add(item: T) -> T:
+            self.add(name, item)
+            return item
+
+        return add
+
+    def add(self, name: str, item: T) -> None:
+        if name in self._items and self._items[name] is not item:
+            raise ValueError(f"{self.kind} {name!r} is registered twice")
+        self._items[name] = item
+
+    def discover(self) -> None:
+        if self._discovered:
+            return
+        self._discovered = True
+        if self.package:
+            _import_all(self.package)
+        for ep in importlib.metadata.entry_points(group=f"fedattack.{self.kind}s"):
+            ep.load()
+
+    def get(self, name: str) -> T:
+        self.discover()
+        if name not in self._items:
+            known = ", ".join(sorted(self._items)) or "none"
+            raise UserError(f"unknown {self.kind} {name!r}; choose one of: {known}")
+        return self._items[name]
+
+    def names(self) -> list[str]:
+        self.discover()
+        return sorted(self._items)
+
+    def __contains__(self, name: object) -> bool:
+        self.discover()
+        return name in self._items
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+    def items(self) -> list[tuple[str, T]]:
+        return [(n, self._items[n]) for n in self.names()]
+
+
+def _import_all(package: str) -> None:
+    """Import a package and all its submodules (recursively), so each registers itself."""
+    pkg = importlib.import_module(package)
+    for info in pkgutil.walk_packages(pkg.__path__, prefix=package + "."):
+        importlib.import_module(info.name)
+
+
+def load_plugin_file(path: str) -> None:
+    """Import a user's plugin file by path (e.g. a threat model), so it can register itself."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    file = Path(path)
+    if not file.is_file():
+        raise UserError(f"plugin file {path} does not exist; pass the path of a .py file")
+    spec = importlib.util.spec_from_file_location(f"fedattack_plugin_{file.stem}", file)
+    if spec is None or spec.loader is None:
+        raise UserError(f"cannot import plugin file {path}; it must be a Python source file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+
+
+DATASETS: Registry = Registry("dataset", "fedattack.data.sources")
+PARTITIONS: Registry = Registry("partition", "fedattack.data.partitioners")
+MODELS: Registry = Registry("model", "fedattack.models.zoo")
+TARGETS: Registry = Registry("target", "fedattack.targets")
+THREAT_MODELS: Registry = Registry("threat_model", "fedattack.attacks.threat_models")
+ATTACKS: Registry = Registry("attack", "fedattack.attacks")

@@ -1,0 +1,75 @@
+"""The one result shape every attack returns, and its JSON file.
+
+Reports read only these files, never attack internals (Foolbox's single return shape,
+TextAttack's split of results from metrics from loggers), so a new attack shows up in every
+report without touching `reports/`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fedattack.registry import UserError
+
+RESULT_SCHEMA = "fedattack.result/1"
+
+
+@dataclass(kw_only=True)
+class AttackResult:
+    """What one attack did against one victim of one federation, and how well.
+
+    `metrics` holds scalars (membership: accuracy, precision, recall, f1, auc, tpr_at_1fpr,
+    tpr_at_01fpr; inversion: psnr, attack_accuracy, eval_classifier_accuracy); `curves` holds
+    lists (membership: roc_fpr, roc_tpr); `baselines` maps a baseline's name to its metrics;
+    `artifacts` maps a name to a file path relative to the result file (images, tensors).
+    `run` describes the attacked federation (path, method, dataset, partition, seed, utility).
+    `applicable` is False, with `note` saying why, when the threat model sees nothing to attack.
+    """
+
+    attack: str
+    threat_model: str
+    run: dict[str, Any]
+    victim: int
+    reconstruction: str = "none"
+    settings: dict[str, Any] = field(default_factory=dict)
+    seed: int = 0
+    seconds: float = 0.0
+    metrics: dict[str, float] = field(default_factory=dict)
+    curves: dict[str, list[float]] = field(default_factory=dict)
+    baselines: dict[str, dict[str, float]] = field(default_factory=dict)
+    artifacts: dict[str, str] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+    applicable: bool = True
+    upper_bound: bool = False
+    note: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"schema": RESULT_SCHEMA, **dataclasses.asdict(self)}
+
+    def save(self, path: str | Path) -> Path:
+        """Write atomically, so a half-written result never reads as a result."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.partial")
+        tmp.write_text(json.dumps(self.to_json(), indent=1))
+        tmp.replace(path)
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> "AttackResult":
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise UserError(f"result file {path} does not exist") from None
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise UserError(f"{path} is not valid JSON; re-run the attack that wrote it") from None
+        if not isinstance(data, dict) or data.get("schema") != RESULT_SCHEMA:
+            raise UserError(f"{path} is not a fedattack result ({RESULT_SCHEMA}); pass result files from `fedattack evaluate`")
+        data.pop("schema")
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})

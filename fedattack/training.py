@@ -1,0 +1,67 @@
+"""Local SGD, the reference (sequential) way: one client, one minibatch at a time.
+
+Faster executors must reproduce this loop: the batch order and the per-step noise come from
+generators keyed by (seed, round, client), and every minibatch carries per-sample weights (1/B
+for a full batch, 1/b for the last partial one) so a batched executor can pad and mask.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from fedattack.rng import generator
+
+State = dict[str, torch.Tensor]
+
+
+@dataclass
+class Batch:
+    """A minibatch with per-sample weights that sum to one (zero for padding)."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+    w: torch.Tensor
+
+    def cross_entropy(self, logits: torch.Tensor) -> torch.Tensor:
+        return (self.w * F.cross_entropy(logits, self.y, reduction="none")).sum()
+
+
+def epoch_orders(n: int, epochs: int, seed: int, rnd: int, client: int) -> list[torch.Tensor]:
+    """The client's shuffled sample order for each local epoch of this round."""
+    gen = generator(seed, "batches", rnd, client)
+    return [torch.randperm(n, generator=gen) for _ in range(epochs)]
+
+
+def step_batches(n: int, epochs: int, batch_size: int, seed: int, rnd: int,
+                 client: int) -> list[torch.Tensor]:
+    """Index tensors of every local step, in order."""
+    steps = []
+    for order in epoch_orders(n, epochs, seed, rnd, client):
+        steps.extend(order[i:i + batch_size] for i in range(0, n, batch_size))
+    return steps
+
+
+def draw_noise(shapes: dict[str, tuple[int, ...]], gen: torch.Generator) -> State:
+    return {k: torch.rand(s, generator=gen) for k, s in shapes.items()}
+
+
+def sequential_train(target, problem, data, ctx) -> State:  # type: ignore[no-untyped-def]
+    """Plain SGD on `target.local_loss` over the client's minibatches."""
+    recipe = target.recipe
+    params = {k: v.detach().clone().requires_grad_(True) for k, v in problem.params.items()}
+    noise_gen = generator(ctx.seed, "noise", ctx.round, ctx.client)
+    shapes = target.noise_shapes(problem)
+    steps = step_batches(data.size, recipe.epochs, recipe.batch_size, ctx.seed, ctx.round, ctx.client)
+    for step, idx in enumerate(steps):
+        batch = Batch(data.x_train[idx], data.y_train[idx], torch.full((len(idx),), 1.0 / len(idx)))
+        noise = draw_noise(shapes, noise_gen)
+        loss = target.local_loss(params, problem.consts, batch, noise, torch.tensor(step))
+        grads = torch.autograd.grad(loss, list(params.values()), allow_unused=True)
+        params = {
+            k: (p - recipe.lr * g if g is not None else p).detach().requires_grad_(True)
+            for (k, p), g in zip(params.items(), grads)
+        }
+    return {k: v.detach() for k, v in params.items()}

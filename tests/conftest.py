@@ -1,0 +1,42 @@
+"""Shared fixtures: small federations on the embedded digits dataset, trained once per session."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from fedattack.federation.spec import FederationSpec
+from fedattack.federation.train import train_federation
+from fedattack.target import Recipe
+
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
+
+
+def tiny_spec(**overrides) -> FederationSpec:  # type: ignore[no-untyped-def]
+    """A federation small enough to train in about a second."""
+    base = dict(method="fedavg", dataset="digits", partition="shards", num_clients=10,
+                model="digits-mlp", rounds=3, fraction=0.3, recipe=Recipe(epochs=1, batch_size=10, lr=0.1),
+                seed=0, record="all")
+    base.update(overrides)
+    return FederationSpec(**base)
+
+
+@pytest.fixture(scope="session")
+def fedavg_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("runs") / "fedavg"
+    return train_federation(tiny_spec(rounds=4), out, progress=False)
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keep the tensor cache out of the user's home (shared across the session for speed)."""
+    if "FEDATTACK_CACHE" not in os.environ:
+        monkeypatch.setenv("FEDATTACK_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
+
+
+def data_root() -> Path | None:
+    """The real datasets, when CI or the developer points FEDATTACK_DATA at them."""
+    root = os.environ.get("FEDATTACK_DATA")
+    return Path(root) if root and Path(root).is_dir() else None
