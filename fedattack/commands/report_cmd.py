@@ -1,0 +1,38 @@
+"""`fedattack report`: tables, figures and a report from result files (never re-runs an attack)."""
+
+from __future__ import annotations
+
+import click
+
+
+def _paper_help() -> str:
+    return "Put a paper table's published numbers beside ours (repeatable); see --list-papers."
+
+
+@click.command("report")
+@click.argument("results", nargs=-1, type=click.Path(exists=True))
+@click.option("-o", "--out", type=click.Path(file_okay=False), default="report", show_default=True,
+              help="Folder to write report.md, report.html, tables/ and figures/ into.")
+@click.option("--paper", "papers", multiple=True, metavar="TABLE", help=_paper_help())
+@click.option("--title", default="fedattack report", show_default=True)
+@click.option("--no-figures", is_flag=True, help="Tables only (faster).")
+@click.option("--list-papers", is_flag=True, help="List the paper tables --paper accepts and exit.")
+def report_command(results: tuple[str, ...], out: str, papers: tuple[str, ...], title: str,
+                   no_figures: bool, list_papers: bool) -> None:
+    """Report on RESULTS: result files, or folders searched for results and run directories."""
+    from fedattack.reports.paper_numbers import TABLES
+    from fedattack.registry import UserError
+
+    if list_papers:
+        for key, table in TABLES.items():
+            click.echo(f"  {key:<22} {table.title}")
+        return
+    if not results:
+        raise UserError("no results given; pass result files or folders, e.g. fedattack report results/ -o report")
+    from fedattack.reports.build import build_report
+
+    path = build_report(list(results), out, papers, title=title, figures=not no_figures)
+    click.echo(f"report: {path}  (self-contained: {path.with_name('report.html')})")
+
+
+COMMAND = report_command

@@ -1,0 +1,104 @@
+"""`build_report`: result files in, a folder with tables, figures, report.md and report.html out.
+
+Layout of the output folder:
+  report.md, report.html   the report (the HTML embeds its figures: one file to share)
+  tables/*.csv              every table with mean, std and n per metric at full precision
+  figures/*.png             ROC curves, inversion grids, privacy against utility
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import fedattack
+from fedattack.reports import document as doc
+from fedattack.reports.aggregate import Row, Stat, Table, attack_tables, utility_table
+from fedattack.reports.collect import Inputs, collect
+from fedattack.reports.compare import comparison
+from fedattack.reports.figures import privacy_utility_figure, roc_figures
+from fedattack.reports.inversion_grid import inversion_figures
+from fedattack.reports.paper_numbers import lookup
+
+
+def build_report(paths: Sequence[str | Path], out: str | Path, papers: Iterable[str] = (),
+                 title: str = "fedattack report", figures: bool = True) -> Path:
+    """Render the report of every result and run under `paths`; returns the report.md path."""
+    papers = list(dict.fromkeys(papers))
+    for key in papers:
+        lookup(key)  # refuse an unknown table before reading anything
+    inputs = collect(paths)
+    out = Path(out)
+    extra = {m for key in papers for m in lookup(key)[0].metrics}
+    tables = [t for t in [utility_table(inputs, extra), *attack_tables(inputs)] if t is not None]
+    compared = [comparison(key, tables) for key in papers]
+    blocks: list[doc.Block] = [doc.Heading(title, 1), doc.Paragraph(_summary(inputs))]
+    blocks += _table_blocks("Results", tables, out)
+    if compared:
+        blocks += [doc.Heading("Beside the papers' numbers"),
+                   doc.Paragraph("The papers' published numbers next to ours for the same method, "
+                                 "dataset and partition. They are references only; nothing was tuned "
+                                 "to match them, and settings may differ (see each table's source).")]
+        blocks += _table_blocks(None, compared, out)
+    if figures:
+        blocks += _figure_blocks(inputs, tables, out)
+    blocks += _provenance(inputs, out)
+    _write(out / "report.md", doc.to_markdown(blocks))
+    _write(out / "report.html", doc.to_html(blocks, title))
+    return out / "report.md"
+
+
+def _summary(inputs: Inputs) -> str:
+    attacks = sorted({r.result.attack for r in inputs.results})
+    return (f"{len(inputs.results)} attack result(s) ({', '.join(attacks) or 'none'}) on {len(inputs.runs)} "
+            f"federation(s); fedattack {fedattack.__version__}. Each cell is the mean ± the standard "
+            "deviation (population, ddof=0) over the n seeds and victims of its row; rates are in percent. "
+            "A threat model marked 'upper bound' (the oracle) was given the victim's private state on "
+            "purpose and is not a realistic adversary.")
+
+
+def _table_blocks(heading: str | None, tables: list[Table], out: Path) -> list[doc.Block]:
+    blocks: list[doc.Block] = [doc.Heading(heading)] if heading else []
+    for table in tables:
+        rel = f"tables/{table.name}.csv"
+        doc.write_csv(table, out / rel)
+        blocks += [doc.Heading(table.title, 3), doc.TableBlock(table, rel)]
+    return blocks
+
+
+def _figure_blocks(inputs: Inputs, tables: list[Table], out: Path) -> list[doc.Block]:
+    folder = out / "figures"
+    made = [*roc_figures(inputs.results, folder), *inversion_figures(inputs.results, folder),
+            *privacy_utility_figure(inputs.results, tables, folder)]
+    if not made:
+        return []
+    blocks: list[doc.Block] = [doc.Heading("Figures")]
+    blocks += [doc.Figure(path, path.relative_to(out).as_posix(), caption) for path, caption in made]
+    return blocks
+
+
+def _provenance(inputs: Inputs, out: Path) -> list[doc.Block]:
+    if not inputs.results:
+        return []
+    table = Table("provenance", "provenance", "provenance",
+                  ["result", "method", "threat model", "reconstruction", "victim", "seed"], ["seconds"],
+                  labels={"seconds": "seconds"})
+    for r in inputs.results:
+        key = (r.path.name, r.run.method, r.result.threat_model, r.result.reconstruction,
+               str(r.result.victim), str(r.result.seed))
+        table.rows.append(Row(key, {"seconds": Stat(r.result.seconds, 0.0, 1)}, n=1,
+                              note="" if r.result.applicable else f"not applicable: {r.result.note}"))
+    doc.write_csv(table, out / "tables/provenance.csv")
+    return [doc.Heading("Provenance"),
+            doc.Paragraph("Every result file this report read; each records its run, settings and seed, "
+                          "so it can be re-run with `fedattack evaluate`."),
+            doc.TableBlock(table, "tables/provenance.csv", all_metrics=True)]
+
+
+def _write(path: Path, text: str) -> None:
+    """Atomic, so a report being rewritten is never read half-written."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.partial")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+

@@ -1,0 +1,183 @@
+"""Find result files and the federations they attacked, reading JSON only.
+
+A report never re-runs anything: its inputs are `AttackResult` files and, for the utility
+table, the `federation.json` / `metrics.json` of the run directories those results point at.
+A folder given on the command line is searched for both, so a utility-only experiment (no
+attack results) still gets its table. Files that are neither are skipped when found by a
+search, and refused with one line when named explicitly.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from fedattack.registry import UserError
+from fedattack.results import RESULT_SCHEMA, AttackResult
+
+MANIFEST = "federation.json"
+
+
+@dataclass
+class RunInfo:
+    """What the report needs to know about one trained federation."""
+
+    method: str
+    dataset: str
+    partition: str
+    seed: int
+    utility: dict[str, float] = field(default_factory=dict)
+    path: Path | None = None
+
+    @property
+    def ident(self) -> tuple[Any, ...]:
+        """Two results of one federation must count it once in the utility table."""
+        if self.path is not None:
+            return ("path", str(self.path.resolve()))
+        return ("spec", self.method, self.dataset, self.partition, self.seed)
+
+
+@dataclass
+class LoadedResult:
+    """One attack result, the file it came from, and the federation it attacked."""
+
+    result: AttackResult
+    path: Path
+    run: RunInfo
+
+    def artifact(self, name: str) -> Path | None:
+        rel = self.result.artifacts.get(name)
+        return None if rel is None else (self.path.parent / rel)
+
+
+@dataclass
+class Inputs:
+    results: list[LoadedResult]
+    runs: list[RunInfo]
+
+
+def collect(paths: Iterable[str | Path]) -> Inputs:
+    """Load every result and run reachable from `paths` (files or folders)."""
+    results: list[LoadedResult] = []
+    runs: dict[tuple[Any, ...], RunInfo] = {}
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            _scan_folder(path, results, runs)
+        elif path.is_file():
+            if path.name == MANIFEST:
+                _add_run(read_run(path.parent), runs)
+            else:
+                results.append(load_result(path))
+        else:
+            raise UserError(f"{path} does not exist; pass result files or folders holding them")
+    for r in results:
+        _add_run(r.run, runs)
+    if not results and not runs:
+        names = ", ".join(str(p) for p in paths)
+        raise UserError(f"no fedattack results or run directories found in {names}; run `fedattack evaluate` first")
+    results.sort(key=lambda r: str(r.path))
+    return Inputs(results, sorted(runs.values(), key=lambda r: (r.dataset, r.partition, r.method, r.seed)))
+
+
+def _scan_folder(folder: Path, results: list[LoadedResult], runs: dict[tuple[Any, ...], RunInfo]) -> None:
+    for file in sorted(folder.rglob("*.json")):
+        rel_parts = file.relative_to(folder).parts
+        if any(part.startswith(".") for part in rel_parts):
+            continue  # a half-written run or result (atomic writes use hidden temporaries)
+        if file.name == MANIFEST:
+            info = read_run(file.parent, strict=False)
+            if info is not None:
+                _add_run(info, runs)
+        elif _is_result(file):
+            results.append(load_result(file))
+
+
+def _is_result(file: Path) -> bool:
+    """Cheap check before a full load: result files start with their schema tag."""
+    try:
+        with file.open("r", encoding="utf-8") as fh:
+            head = fh.read(200)
+    except (OSError, UnicodeDecodeError):
+        return False
+    return RESULT_SCHEMA in head
+
+
+def _add_run(info: RunInfo, runs: dict[tuple[Any, ...], RunInfo]) -> None:
+    runs.setdefault(info.ident, info)
+
+
+def load_result(path: Path) -> LoadedResult:
+    result = AttackResult.load(path)
+    return LoadedResult(result, path, run_of(result, path))
+
+
+def run_of(result: AttackResult, result_path: Path) -> RunInfo:
+    """The attacked federation: its run directory when reachable, else what the result carries."""
+    run = result.run or {}
+    folder = _locate(run.get("path"), result_path)
+    if folder is not None:
+        info = read_run(folder, strict=False)
+        if info is not None:
+            return info
+    utility = {k: float(v) for k, v in (run.get("utility") or {}).items() if _is_number(v)}
+    return RunInfo(method=str(run.get("method", "?")), dataset=str(run.get("dataset", "?")),
+                   partition=_partition_name(run.get("partition", "?")), seed=int(run.get("seed", 0)),
+                   utility=utility, path=None)
+
+
+def _locate(raw: Any, result_path: Path) -> Path | None:
+    if not raw:
+        return None
+    candidate = Path(str(raw))
+    options = [candidate] if candidate.is_absolute() else [result_path.parent / candidate, candidate]
+    for option in options:
+        if (option / MANIFEST).is_file():
+            return option
+    return None
+
+
+def read_run(folder: Path, strict: bool = True) -> RunInfo | None:
+    """Read a run directory's manifest (JSON only); incomplete runs are not runs."""
+    try:
+        manifest = json.loads((folder / MANIFEST).read_text())
+        spec = manifest["spec"]
+        if manifest.get("complete") is not True:
+            raise ValueError("incomplete")
+        utility = {k: float(v) for k, v in manifest.get("utility", {}).items() if _is_number(v)}
+        utility.update(_history_metrics(folder))
+        return RunInfo(method=spec["method"], dataset=spec["dataset"],
+                       partition=_partition_name(manifest.get("partition", spec["partition"]), spec),
+                       seed=int(spec.get("seed", 0)), utility=utility, path=folder)
+    except (OSError, ValueError, KeyError, TypeError):
+        if strict:
+            raise UserError(f"{folder} is not a complete fedattack run directory") from None
+        return None
+
+
+def _history_metrics(folder: Path) -> dict[str, float]:
+    """Metrics over the training history: agent 0's best local accuracy (WAFFLE's Table 1)."""
+    try:
+        history = json.loads((folder / "metrics.json").read_text()).get("rounds", [])
+        best = max(float(h["accuracy"][0]) for h in history if _is_number(h["accuracy"][0]))
+    except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
+        return {}
+    return {"agent0_best": best * 100.0}
+
+
+def _partition_name(partition: Any, spec: dict[str, Any] | None = None) -> str:
+    """A readable partition label: its name plus the options that tell settings apart."""
+    if isinstance(partition, dict):
+        name = str(partition.get("name") or (spec or {}).get("partition", "?"))
+        opts = partition.get("options") or (spec or {}).get("partition_options") or {}
+    else:
+        name, opts = str(partition), (spec or {}).get("partition_options") or {}
+    dist = opts.get("distribution") if isinstance(opts, dict) else None
+    return f"{name}:{dist}" if dist else name
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

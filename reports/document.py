@@ -1,0 +1,168 @@
+"""A report as a list of blocks, rendered to Markdown, CSV and one self-contained HTML file.
+
+Building the content once and rendering it twice keeps `report.md` and `report.html` saying
+the same thing. The HTML embeds every figure as base64 and uses no external stylesheet,
+script or image, so it can be mailed or archived as a single file.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import html
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Union
+
+from fedattack.reports.aggregate import Cell, Stat, Table
+
+
+@dataclass
+class Heading:
+    text: str
+    level: int = 2
+
+
+@dataclass
+class Paragraph:
+    text: str
+
+
+@dataclass
+class TableBlock:
+    table: Table
+    csv: str          # path relative to the report folder
+    all_metrics: bool = False
+
+
+@dataclass
+class Figure:
+    path: Path        # absolute
+    rel: str          # relative to the report folder
+    caption: str
+
+
+Block = Union[Heading, Paragraph, TableBlock, Figure]
+
+
+def fmt(cell: Cell, digits: int = 2) -> str:
+    if cell is None:
+        return "—"
+    if isinstance(cell, str):
+        return cell
+    if cell.n == 0 or not math.isfinite(cell.mean):
+        return "—"
+    if cell.n == 1:
+        return f"{cell.mean:.{digits}f}"
+    return f"{cell.mean:.{digits}f} ± {cell.std:.{digits}f}"
+
+
+def shown_metrics(table: Table, all_metrics: bool) -> list[str]:
+    from fedattack.reports.metric_info import headline
+    if all_metrics or table.kind == "compare":
+        return table.metrics
+    return headline(table.metrics, table.kind) or table.metrics
+
+
+def grid(table: Table, all_metrics: bool = False) -> tuple[list[str], list[list[str]]]:
+    """Header and body cells exactly as both renderers print them."""
+    metrics = shown_metrics(table, all_metrics)
+    with_notes = any(r.note for r in table.rows)
+    header = [*table.key_names, *(table.label(m) for m in metrics), "n", *(["note"] if with_notes else [])]
+    body = []
+    for row in table.rows:
+        cells = [fmt(row.cells.get(m), _digits(table, m)) for m in metrics]
+        body.append([*row.key, *cells, str(row.n), *([row.note] if with_notes else [])])
+    return header, body
+
+
+def _digits(table: Table, metric: str) -> int:
+    from fedattack.reports.metric_info import info
+    base = metric.split(":", 1)[1] if metric.startswith("paper:") else metric
+    return table.digits.get(base, info(base, table.kind).digits)
+
+
+def write_csv(table: Table, path: Path) -> None:
+    """Every metric with separate mean, std and n columns, full precision, for other tools."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as fh:
+        out = csv.writer(fh)
+        header = list(table.key_names)
+        for m in table.metrics:
+            header += [f"{m}_mean", f"{m}_std", f"{m}_n"] if table.kind != "compare" or not m.startswith("paper:") else [m]
+        out.writerow([*header, "n", "note"])
+        for row in table.rows:
+            values: list[object] = list(row.key)
+            for m in table.metrics:
+                cell = row.cells.get(m)
+                if isinstance(cell, Stat):
+                    values += [_num(cell.mean), _num(cell.std), cell.n]
+                elif table.kind != "compare" or not m.startswith("paper:"):
+                    values += [cell or "", "", ""]
+                else:
+                    values.append(cell or "")
+            out.writerow([*values, row.n, row.note])
+
+
+def _num(x: float) -> str:
+    return "" if not math.isfinite(x) else repr(x)
+
+
+def to_markdown(blocks: list[Block]) -> str:
+    lines: list[str] = []
+    for b in blocks:
+        if isinstance(b, Heading):
+            lines += ["#" * b.level + " " + b.text, ""]
+        elif isinstance(b, Paragraph):
+            lines += [b.text, ""]
+        elif isinstance(b, TableBlock):
+            header, body = grid(b.table, b.all_metrics)
+            lines.append("| " + " | ".join(_md(c) for c in header) + " |")
+            lines.append("|" + "|".join("---" for _ in header) + "|")
+            lines += ["| " + " | ".join(_md(c) for c in row) + " |" for row in body]
+            caption = f"{b.table.caption} " if b.table.caption else ""
+            lines += ["", f"{caption}[CSV]({b.csv})", ""]
+        elif isinstance(b, Figure):
+            lines += [f"![{b.caption}]({b.rel})", "", f"*{b.caption}*", ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+STYLE = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
+table{border-collapse:collapse;margin:.5em 0;font-size:.9em}th,td{border:1px solid #ccc;padding:3px 8px}
+th{background:#f2f2f2}td{text-align:right}td.key{text-align:left}figure{margin:1em 0}
+img{max-width:100%}figcaption,.caption{color:#555;font-size:.9em}code{background:#f4f4f4}"""
+
+
+def to_html(blocks: list[Block], title: str) -> str:
+    parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
+             f"<style>{STYLE}</style></head><body>"]
+    for b in blocks:
+        if isinstance(b, Heading):
+            parts.append(f"<h{b.level}>{html.escape(b.text)}</h{b.level}>")
+        elif isinstance(b, Paragraph):
+            parts.append(f"<p>{html.escape(b.text)}</p>")
+        elif isinstance(b, TableBlock):
+            parts.append(_html_table(b))
+        elif isinstance(b, Figure):
+            data = base64.b64encode(b.path.read_bytes()).decode("ascii")
+            parts.append(f"<figure><img alt='{html.escape(b.caption)}' src='data:image/png;base64,{data}'>"
+                         f"<figcaption>{html.escape(b.caption)}</figcaption></figure>")
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
+
+
+def _html_table(block: TableBlock) -> str:
+    header, body = grid(block.table, block.all_metrics)
+    keys = len(block.table.key_names)
+    rows = ["<tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in header) + "</tr>"]
+    for row in body:
+        cells = [f"<td class='key'>{html.escape(c)}</td>" if i < keys else f"<td>{html.escape(c)}</td>"
+                 for i, c in enumerate(row)]
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    caption = f"<p class='caption'>{html.escape(block.table.caption)} (table: {html.escape(block.csv)})</p>"
+    return "<table>" + "".join(rows) + "</table>" + caption

@@ -1,0 +1,130 @@
+"""Model-inversion grids: each method's reconstructions under the victim's class means.
+
+The inversion attack saves its images as artifacts (paths relative to the result file). This
+module reads them without executing anything: `.pt` with `torch.load(weights_only=True)`,
+`.npy` with `allow_pickle=False`, or `.png`. A tensor file may hold a tensor [K, C, H, W] (or
+[K, H, W]; row k is class k) or a dict with `images` and optionally `labels` (class ids). The
+artifact names looked for: anything containing "recon" for reconstructions and "mean" for the
+victim's class means; a name ending in a number (`reconstruction_3`) is that class's image.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from fedattack.reports.aggregate import threat_label
+from fedattack.reports.collect import LoadedResult
+from fedattack.reports.figures import FigureList, _save, plt, slug
+
+Images = dict[int, np.ndarray]
+
+
+def load_images(path: Path) -> Images:
+    """Class id -> image (H, W) or (H, W, 3) in [0, 1]; {} if the file is unreadable."""
+    try:
+        if path.suffix == ".png":
+            return {0: _as_image(plt.imread(path))}
+        if path.suffix == ".npy":
+            return _split(np.load(path, allow_pickle=False), None)
+        if path.suffix == ".pt":
+            import torch
+            data = torch.load(path, map_location="cpu", weights_only=True)
+            if isinstance(data, dict):
+                labels = data.get("labels")
+                return _split(data["images"].float().numpy(), None if labels is None else labels.tolist())
+            return _split(data.float().numpy(), None)
+    except Exception:  # a broken artifact must not stop the report; the grid shows a gap
+        return {}
+    return {}
+
+
+def _split(arr: np.ndarray, labels: list[int] | None) -> Images:
+    if arr.ndim == 2:  # one image
+        arr = arr[None]
+    labels = labels if labels is not None else list(range(arr.shape[0]))
+    return {int(c): _as_image(img) for c, img in zip(labels, arr)}
+
+
+def _as_image(img: np.ndarray) -> np.ndarray:
+    img = np.asarray(img, dtype=float)
+    if img.ndim == 3 and img.shape[0] in (1, 3) and img.shape[-1] not in (1, 3, 4):
+        img = np.moveaxis(img, 0, -1)  # C, H, W -> H, W, C
+    if img.ndim == 3 and img.shape[-1] == 1:
+        img = img[..., 0]
+    if img.ndim == 3 and img.shape[-1] == 4:
+        img = img[..., :3]
+    if img.ndim == 1:  # a flattened square image
+        side = int(round(img.size ** .5))
+        img = img.reshape(side, side) if side * side == img.size else img[None]
+    lo, hi = float(np.nanmin(img)), float(np.nanmax(img))
+    return np.clip(img, 0, 1) if lo >= 0 and hi <= 1 else (img - lo) / max(hi - lo, 1e-12)
+
+
+def artifact_images(loaded: LoadedResult, kind: str) -> Images:
+    """Merge every artifact whose name says `kind` ("recon" or "mean")."""
+    out: Images = {}
+    for name in sorted(loaded.result.artifacts):
+        if kind not in name.lower():
+            continue
+        path = loaded.artifact(name)
+        if path is None or not path.is_file():
+            continue
+        images = load_images(path)
+        number = re.search(r"(\d+)$", Path(name).stem)
+        if number and len(images) == 1:
+            images = {int(number.group(1)): next(iter(images.values()))}
+        out.update(images)
+    return out
+
+
+def inversion_figures(results: list[LoadedResult], out: Path) -> FigureList:
+    """One grid per (attack, dataset): the shown victim's class means, then one row per setting."""
+    groups: dict[tuple[str, str], list[LoadedResult]] = defaultdict(list)
+    for r in results:
+        if r.result.applicable and any("recon" in a.lower() for a in r.result.artifacts):
+            groups[(r.result.attack, r.run.dataset)].append(r)
+    figures: FigureList = []
+    for (attack, dataset), members in sorted(groups.items()):
+        victim, seed = min((r.result.victim, r.result.seed) for r in members)
+        shown = [r for r in members if (r.result.victim, r.result.seed) == (victim, seed)]
+        rows: list[tuple[str, Images]] = []
+        means = next((m for m in (artifact_images(r, "mean") for r in shown) if m), {})
+        if means:
+            rows.append(("class means (victim's data)", means))
+        for r in sorted(shown, key=lambda r: (r.run.method, "upper bound" in threat_label(r), threat_label(r),
+                                               r.result.reconstruction)):
+            recon = r.result.reconstruction
+            label = f"{r.run.method}\n{threat_label(r)}" + ("" if recon in ("none", "") else f"\n{recon}")
+            rows.append((label, artifact_images(r, "recon")))
+        if not any(images for _, images in rows):
+            continue
+        path = out / f"inversion-{slug(attack, dataset)}.png"
+        _draw_grid(rows, path, f"{attack} on {dataset}: victim {victim}, seed {seed}")
+        figures.append((path, f"{attack} reconstructions per class on {dataset} (victim client {victim}, "
+                              f"seed {seed}); the top row is the mean training image of each class on the "
+                              "victim, the ground truth the PSNR compares against. Blank: class not held."))
+    return figures
+
+
+def _draw_grid(rows: list[tuple[str, Images]], path: Path, title: str) -> None:
+    classes = sorted({c for _, images in rows for c in images})
+    fig, axes = plt.subplots(len(rows), len(classes), squeeze=False,
+                             figsize=(1.0 * len(classes) + 1.8, 1.05 * len(rows) + 0.5))
+    for i, (label, images) in enumerate(rows):
+        for j, c in enumerate(classes):
+            ax = axes[i][j]
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if c in images:
+                ax.imshow(images[c], cmap="gray", vmin=0, vmax=1, interpolation="nearest")
+            else:
+                ax.set_facecolor("#eeeeee")
+            if i == 0:
+                ax.set_title(f"class {c}", fontsize=8)
+        axes[i][0].set_ylabel(label, fontsize=7, rotation=0, ha="right", va="center")
+    fig.suptitle(title, fontsize=9)
+    _save(fig, path)

@@ -1,0 +1,125 @@
+"""A report rendered from hand-made result files says what its inputs say."""
+
+from __future__ import annotations
+
+import csv
+import re
+import statistics
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from fake_results import METHODS, SEEDS, THREATS, make
+from fedattack.cli import cli
+from fedattack.registry import UserError
+from fedattack.reports.build import build_report
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with path.open() as fh:
+        return list(csv.DictReader(fh))
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    root = tmp_path_factory.mktemp("fake")
+    made = make(root)
+    out = root / "report"
+    build_report([root / "results"], out, papers=["waffle-ibp:table3"])
+    return made, out
+
+
+def test_membership_table_matches_inputs(rendered) -> None:  # type: ignore[no-untyped-def]
+    made, out = rendered
+    rows = read_csv(out / "tables" / "membership.csv")
+    assert len(rows) == len(METHODS) * len(THREATS)
+    for row in rows:
+        threat = row["threat model"].replace(" (upper bound)", "")
+        mine = [r for r in made.results if r.attack == "membership" and r.threat_model == threat
+                and r.run["path"].split("/")[-1].rsplit("-s", 1)[0] == row["method"]]
+        assert len(mine) == int(row["n"]) == 4  # two victims x two seeds
+        for metric in ("accuracy", "f1", "auc", "tpr_at_1fpr", "precision"):
+            values = [r.metrics[metric] for r in mine]
+            scale = 1.0 if metric == "auc" else 100.0
+            assert float(row[f"{metric}_mean"]) == pytest.approx(statistics.fmean(values) * scale, rel=1e-9)
+            assert float(row[f"{metric}_std"]) == pytest.approx(statistics.pstdev(values) * scale, rel=1e-9)
+
+
+def test_oracle_is_labelled_upper_bound_and_sorted_last(rendered) -> None:  # type: ignore[no-untyped-def]
+    _, out = rendered
+    rows = read_csv(out / "tables" / "membership.csv")
+    for method in METHODS:
+        threats = [r["threat model"] for r in rows if r["method"] == method]
+        assert threats == ["eavesdropper", "oracle (upper bound)"]
+
+
+def test_utility_table_from_run_directories(rendered) -> None:  # type: ignore[no-untyped-def]
+    made, out = rendered
+    rows = {r["method"]: r for r in read_csv(out / "tables" / "utility.csv")}
+    assert set(rows) == set(METHODS)
+    for method in METHODS:
+        for metric in ("mean", "majority", "minority", "gap", "variance"):
+            values = [made.runs[(method, s)][metric] for s in SEEDS]
+            assert float(rows[method][f"{metric}_mean"]) == pytest.approx(statistics.fmean(values))
+            assert float(rows[method][f"{metric}_std"]) == pytest.approx(statistics.pstdev(values))
+
+
+def test_markdown_cells_show_rounded_mean_and_std(rendered) -> None:  # type: ignore[no-untyped-def]
+    made, out = rendered
+    text = (out / "report.md").read_text()
+    values = [r.metrics["psnr"] for r in made.results
+              if r.attack == "inversion" and r.threat_model == "eavesdropper" and "fedavg-" in r.run["path"]]
+    cell = f"{statistics.fmean(values):.2f} ± {statistics.pstdev(values):.2f}"
+    line = next(l for l in text.splitlines() if l.startswith("| digits | fedavg | eavesdropper | none |")
+                and "inversion" not in l and cell in l)
+    assert line  # the inversion row of fedavg/eavesdropper carries the recomputed PSNR cell
+    assert "membership (baseline: loss-threshold)" in text
+
+
+def test_paper_numbers_beside_ours(rendered) -> None:  # type: ignore[no-untyped-def]
+    _, out = rendered
+    rows = read_csv(out / "tables" / "paper-waffle-ibp-table3.csv")
+    # our data set is digits, the paper's CIFAR-10: the paper rows are listed as not run by us
+    assert {r["method"] for r in rows} == {"fedavg", "waffle-ibp"}
+    fedavg = next(r for r in rows if r["method"] == "fedavg")
+    assert fedavg["paper:accuracy"] == "83.85 ± 1.62" and fedavg["paper:f1"] == "83.72 ± 2.19"
+
+
+def test_html_is_self_contained(rendered) -> None:  # type: ignore[no-untyped-def]
+    _, out = rendered
+    page = (out / "report.html").read_text()
+    sources = re.findall(r"""(?:src|href)\s*=\s*['"]([^'"]*)['"]""", page)
+    assert sources, "figures should be embedded"
+    assert all(s.startswith("data:image/png;base64,") for s in sources)
+    assert "<link" not in page and "<script" not in page
+    figures = sorted((out / "figures").glob("*.png"))
+    assert len(re.findall("data:image/png;base64,", page)) == len(figures) >= 4  # 2 ROC, inversion, tradeoff
+
+
+def test_unknown_paper_table_is_a_user_error(tmp_path: Path) -> None:
+    make(tmp_path, with_inversion=False)
+    with pytest.raises(UserError, match="unknown paper table"):
+        build_report([tmp_path], tmp_path / "r", papers=["waffle-ibp:table99"])
+
+
+def test_not_applicable_results_are_reported_not_averaged(tmp_path: Path) -> None:
+    from fedattack.results import AttackResult
+    AttackResult(attack="membership", threat_model="eavesdropper", run={"method": "local", "dataset": "digits"},
+                 victim=0, applicable=False, note="local puts nothing on the wire").save(tmp_path / "a.json")
+    build_report([tmp_path / "a.json"], tmp_path / "r", figures=False)
+    row = read_csv(tmp_path / "r" / "tables" / "membership.csv")[0]
+    assert row["method"] == "local" and row["n"] == "0"
+    assert "nothing on the wire" in row["note"]
+
+
+def test_cli_report_and_one_line_error(tmp_path: Path) -> None:
+    made = make(tmp_path, with_inversion=False)
+    result = CliRunner().invoke(cli, ["report", str(made.root), "-o", str(tmp_path / "r"), "--no-figures"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "r" / "report.html").is_file()
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    with pytest.raises(UserError, match="not a fedattack result"):
+        CliRunner().invoke(cli, ["report", str(bad), "-o", str(tmp_path / "r2")], catch_exceptions=False,
+                           standalone_mode=False)
