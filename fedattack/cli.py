@@ -42,8 +42,12 @@ def main() -> None:
     except click.exceptions.Abort:
         click.echo("error: interrupted; nothing was left half-written", err=True)
         sys.exit(130)
+    except click.UsageError as exc:
+        where = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx else ""
+        click.echo(f"error: {exc.format_message()}{where}", err=True)
+        sys.exit(exc.exit_code)
     except click.ClickException as exc:
-        exc.show()
+        click.echo(f"error: {exc.format_message()}", err=True)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         click.echo("error: interrupted; nothing was left half-written", err=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from fedattack.commands.options import DEFAULT_MODELS, choice, data_root_option, parse_pairs
+from fedattack.commands.options import choice, dataset_default, data_root_option, parse_pairs
 from fedattack.federation.spec import FederationSpec
 from fedattack.federation.train import train_federation
 from fedattack.registry import DATASETS, MODELS, PARTITIONS, TARGETS, UserError
@@ -19,15 +19,17 @@ from fedattack.target import Recipe
 @click.option("--partition", type=choice(PARTITIONS), default="shards", show_default=True)
 @click.option("--partition-opt", "partition_opts", multiple=True, metavar="KEY=VALUE",
               help="Partition option, e.g. classes_per_client=2 (repeatable).")
-@click.option("--clients", type=click.IntRange(min=1), default=20, show_default=True,
-              help="Number of clients (0 or omitted where the partition fixes it).")
-@click.option("--model", type=choice(MODELS), default=None, help="Default: the papers' model for the dataset.")
+@click.option("--clients", type=click.IntRange(min=1), default=None,
+              help="Number of clients. Default: the partition's (the paper's 100; 10 on digits).")
+@click.option("--model", type=choice(MODELS), default=None,
+              help="Default: the papers' model for the dataset (mnist-mlp, fmnist-cnn, cifar-cnn; digits-mlp).")
 @click.option("--rounds", type=click.IntRange(min=1), default=20, show_default=True)
-@click.option("--fraction", type=click.FloatRange(0, 1, min_open=True), default=0.1, show_default=True,
-              help="Fraction C of clients sampled per round.")
+@click.option("--fraction", type=click.FloatRange(0, 1, min_open=True), default=None,
+              help="Fraction C of clients sampled per round. Default: 0.1 as in the papers (0.3 on digits).")
 @click.option("--epochs", type=click.IntRange(min=1), default=5, show_default=True)
 @click.option("--batch-size", type=click.IntRange(min=1), default=10, show_default=True)
-@click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=0.04, show_default=True)
+@click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="SGD learning rate. Default: the papers' for the dataset (0.04 MNIST, 0.02 FMNIST/CIFAR-10; 0.1 digits).")
 @click.option("--set", "hyper", multiple=True, metavar="KEY=VALUE", help="Method hyperparameter, e.g. mu=1.0.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--record", default="auto", show_default=True,
@@ -39,16 +41,17 @@ from fedattack.target import Recipe
 @click.option("--overwrite", is_flag=True, help="Replace --out if it exists.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def train_command(method: str, dataset: str, data_root: str | None, download: bool, partition: str,
-                  partition_opts: tuple[str, ...], clients: int, model: str | None, rounds: int,
-                  fraction: float, epochs: int, batch_size: int, lr: float, hyper: tuple[str, ...],
+                  partition_opts: tuple[str, ...], clients: int | None, model: str | None, rounds: int,
+                  fraction: float | None, epochs: int, batch_size: int, lr: float | None, hyper: tuple[str, ...],
                   seed: int, record: str, eval_every: int, executor: str, device: str,
                   out: str | None, overwrite: bool, quiet: bool) -> None:
     """Train a federation and save its wire, private states and utility to a run directory."""
     spec = FederationSpec(
         method=method, hyper=parse_pairs(hyper, "--set"), dataset=dataset, partition=partition,
         partition_options=parse_pairs(partition_opts, "--partition-opt"),
-        num_clients=clients or None, model=model or DEFAULT_MODELS.get(dataset, "lenet5"),
-        rounds=rounds, fraction=fraction, recipe=Recipe(epochs=epochs, batch_size=batch_size, lr=lr),
+        num_clients=clients, model=dataset_default(dataset, "model", model),
+        rounds=rounds, fraction=dataset_default(dataset, "fraction", fraction),
+        recipe=Recipe(epochs=epochs, batch_size=batch_size, lr=dataset_default(dataset, "lr", lr)),
         seed=seed, record=record, eval_every=eval_every, executor=executor)
     TARGETS.get(method).make_hyper(spec.hyper)  # refuse bad settings before loading any data
     if device != "cpu" and not device.startswith("cuda"):

@@ -18,7 +18,7 @@ class FederationSpec:
     dataset: str = "digits"
     partition: str = "shards"
     partition_options: dict[str, Any] = field(default_factory=dict)
-    num_clients: int | None = 20
+    num_clients: int | None = None
     model: str = "digits-mlp"
     rounds: int = 20
     fraction: float = 0.1

@@ -1,0 +1,76 @@
+"""`fedattack evaluate RUN_DIR`: attack what a threat model sees of a trained federation."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from fedattack.commands.options import data_root_option, parse_pairs
+from fedattack.registry import load_plugin_file
+
+
+@click.command("evaluate")
+@click.argument("run_dir", type=click.Path(file_okay=False))
+@click.option("--threat-model", "threat_models", multiple=True, default=("eavesdropper",), show_default=True,
+              help="eavesdropper, server, oracle (upper bound), a plugin's, or all (repeatable).")
+@click.option("--attack", "attacks", multiple=True, default=("all",), show_default=True,
+              help="membership, inversion, or all (repeatable).")
+@click.option("--victim", "victims", multiple=True, default=("random:1",), show_default=True,
+              help="Client id (repeatable), all, or random:N.")
+@click.option("--reconstruction", default="auto", show_default=True,
+              help="How hidden parts are guessed: auto, all, or strategy names (comma-separated).")
+@click.option("--aux-size", type=click.IntRange(min=0), default=None,
+              help="Auxiliary samples from the test split [default: 40% of it].")
+@click.option("--eval-size", type=click.IntRange(min=0), default=None,
+              help="Evaluation-classifier samples from the test split [default: 30% of it].")
+@click.option("--max-queries", type=click.IntRange(min=1), default=1000, show_default=True,
+              help="Most members judged per victim (as many non-members beside them).")
+@click.option("--set", "options", multiple=True, metavar="KEY=VALUE",
+              help="Attack setting, e.g. shadows=5 or steps=2000 (repeatable).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--out", type=click.Path(file_okay=False), default=None,
+              help="Folder for the results [default: results/<run name>].")
+@click.option("--plugin", "plugins", multiple=True, type=click.Path(dir_okay=False),
+              help="A .py file registering a threat model, attack or strategy (repeatable).")
+@click.option("--executor", default="sequential", show_default=True, help="Executor for shadow models.")
+@data_root_option
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+def evaluate_command(run_dir: str, threat_models: tuple[str, ...], attacks: tuple[str, ...],
+                     victims: tuple[str, ...], reconstruction: str, aux_size: int | None,
+                     eval_size: int | None, max_queries: int, options: tuple[str, ...], seed: int,
+                     out: str | None, plugins: tuple[str, ...], executor: str, data_root: str | None,
+                     quiet: bool) -> None:
+    """Run attacks on RUN_DIR as a threat model sees it; one JSON result per victim plus a summary."""
+    for plugin in plugins:
+        load_plugin_file(plugin)
+    from fedattack.attacks.evaluate import evaluate_run
+
+    out_dir = Path(out) if out else Path("results") / Path(run_dir).name
+    written = evaluate_run(run_dir, list(threat_models), list(attacks), list(victims), reconstruction,
+                           aux_size, seed, out_dir, eval_size=eval_size, max_queries=max_queries,
+                           executor=executor, data_root=data_root,
+                           attack_options=parse_pairs(options, "--set"), progress=not quiet)
+    print_summary(out_dir / "summary.json")
+    click.echo(f"{len(written)} result(s) and summary.json in {out_dir}")
+
+
+HEADLINE = {"membership": ("accuracy", "f1", "auc", "tpr_at_1fpr"),
+            "inversion": ("psnr", "attack_accuracy", "eval_classifier_accuracy")}
+
+
+def print_summary(path: Path) -> None:
+    """One line per (attack, threat model, reconstruction): mean +- std of the headline metrics."""
+    for g in json.loads(path.read_text())["groups"]:
+        label = f"{g['attack']:<11} {g['threat_model']:<13} {g['reconstruction']:<20}"
+        if not g["applicable"]:
+            click.echo(f"{label} not applicable: {'; '.join(g['notes'])}")
+            continue
+        keys = HEADLINE.get(g["attack"], tuple(g["metrics"])[:4])
+        parts = [f"{k} {g['metrics'][k]['mean']:.3f}±{g['metrics'][k]['std']:.3f}" for k in keys if k in g["metrics"]]
+        bound = " (upper bound)" if g["upper_bound"] else ""
+        click.echo(f"{label} {', '.join(parts)} [n={g['applicable']}]{bound}")
+
+
+COMMAND = evaluate_command
