@@ -84,6 +84,7 @@ def run_rounds(loop: RoundLoop, spec: FederationSpec, recorder: TranscriptWriter
 
 def describe(spec: FederationSpec, dataset: Dataset, partition: Partition, target: Target,
              recording: dict, final: dict) -> dict[str, Any]:
+    from fedattack.data.heterogeneity import partition_heterogeneity
     schema = target.wire_schema()
     return {
         "spec": spec.to_json(),
@@ -92,6 +93,7 @@ def describe(spec: FederationSpec, dataset: Dataset, partition: Partition, targe
                     "train_size": int(dataset.y_train.shape[0]), "test_size": int(dataset.y_test.shape[0])},
         "num_clients": partition.num_clients,
         "partition": partition.spec,
+        "heterogeneity": partition_heterogeneity(dataset.x_train, partition),
         "model": {"name": spec.model, "parameters": count_parameters(target.model)},
         "wire_schema": {"downlink": {k: list(v) for k, v in schema.downlink.items()},
                         "uplink": {k: list(v) for k, v in schema.uplink.items()}},

@@ -1,0 +1,138 @@
+"""Shared mechanics of stochastic control variates (SCAFFOLD, Karimireddy et al. 2020, option II).
+
+SCAFFOLD and WAFFLE differ only in how the server combines the uplinks, so both subclass
+`ControlVariateTarget` and supply `combine`. Not a method itself (no `name`, so nothing
+registers here).
+
+Client i receives (x, c), sets y_i = x and takes K steps y_i <- y_i - lr (g_i(y_i) - c_i + c).
+The correction is written inside the pure loss as the linear term <y, c - c_i>, whose gradient
+is exactly c - c_i, so an executor can batch clients. Option II then gives
+    c_i+ = c_i - c + (x - y_i) / (K lr),
+the client sends (dy_i, dc_i) = (y_i - x, c_i+ - c_i) and keeps c_i+.
+
+Wire names: downlink x under the model's parameter names and c under `c.<name>`; uplink
+`dy.<name>` and `dc.<name>`. Private: c_i under `c.<name>`, absent until the client first trains
+(which means c_i = 0, the paper's initialisation). Note that c_i is the sum of the client's own
+`dc` uplinks: private in that it is never sent as such, but a server that records every uplink
+of a client can add them up.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from fedattack.registry import UserError
+from fedattack.target import LocalData, LocalProblem, State, Target, WireSchema, initial_weights
+from fedattack.training import Batch
+from fedattack.wire import Payload
+
+C, DY, DC, CORR = "c.", "dy.", "dc.", "corr."
+
+
+@dataclass(frozen=True, kw_only=True)
+class ControlHyper:
+    """server_lr: eta_g, the server's step on the combined update (1 in the SCAFFOLD paper)."""
+
+    server_lr: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.server_lr <= 0:
+            raise UserError(f"server_lr={self.server_lr} must be > 0")
+
+
+def local_steps(size: int, epochs: int, batch_size: int) -> int:
+    """K: the number of SGD steps the executor takes (every epoch ends with a partial batch)."""
+    return epochs * math.ceil(size / batch_size)
+
+
+class ControlVariateTarget(Target):
+    """SCAFFOLD's client and state; subclasses decide how `combine` weighs the uplinks."""
+
+    def init_server(self, gen: torch.Generator) -> State:
+        x = initial_weights(self.model, gen)
+        return {**x, **{C + n: torch.zeros_like(t) for n, t in x.items()}}
+
+    def broadcast(self, server: State, client: int, rnd: int) -> Payload:
+        return {**{n: server[n] for n in self.param_names},
+                **{C + n: server[C + n] for n in self.param_names}}
+
+    def start_local(self, down: Payload, private: State, data: LocalData) -> LocalProblem:
+        corr = {CORR + n: down[C + n] - private[C + n] if private else down[C + n].clone()
+                for n in self.param_names}
+        return LocalProblem(params={n: down[n] for n in self.param_names}, consts=corr)
+
+    def local_loss(self, params: State, consts: State, batch: Batch, noise: State,
+                   step: torch.Tensor) -> torch.Tensor:
+        linear = sum((params[n] * consts[CORR + n]).sum() for n in self.param_names)
+        return batch.cross_entropy(self.forward(params, batch.x)) + linear
+
+    def finish_local(self, params: State, problem: LocalProblem, down: Payload, private: State,
+                     data: LocalData) -> tuple[Payload, State]:
+        r = self.recipe
+        scale = 1.0 / (local_steps(data.size, r.epochs, r.batch_size) * r.lr)
+        up: Payload = {}
+        new: State = {}
+        for n in self.param_names:
+            c_i = private[C + n] if private else torch.zeros_like(down[n])
+            c_new = c_i - down[C + n] + (down[n] - params[n]) * scale
+            up[DY + n] = params[n] - down[n]
+            up[DC + n] = c_new - c_i
+            new[C + n] = c_new
+        return up, new
+
+    def combine(self, server: State, uplinks: list[Payload], weights: list[float],
+                rnd: int) -> tuple[list[float], float, State]:
+        """Coefficients for (dy, dc), the extra factor on dc, and server bookkeeping to keep."""
+        raise NotImplementedError
+
+    def aggregate(self, server: State, uplinks: list[Payload], weights: list[float],
+                  rnd: int) -> State:
+        coeffs, c_scale, extra = self.combine(server, uplinks, weights, rnd)
+        eta = float(self.hyper.server_lr)
+        out = dict(server)
+        for n in self.param_names:
+            dx = sum(a * up[DY + n] for a, up in zip(coeffs, uplinks))
+            dc = sum(a * up[DC + n] for a, up in zip(coeffs, uplinks))
+            out[n] = server[n] + eta * dx
+            out[C + n] = server[C + n] + c_scale * dc
+        out.update(extra)
+        return out
+
+    def deployed(self, server: State, private: State) -> State:
+        return {n: server[n] for n in self.param_names}
+
+    def wire_schema(self) -> WireSchema:
+        shapes = {n: tuple(p.shape) for n, p in self.model.named_parameters()}
+        down = {**shapes, **{C + n: s for n, s in shapes.items()}}
+        up = {**{DY + n: s for n, s in shapes.items()}, **{DC + n: s for n, s in shapes.items()}}
+        return WireSchema(downlink=down, uplink=up)
+
+
+def flat(payload: Payload, prefix: str, names: list[str]) -> torch.Tensor:
+    """The tensors `prefix + name` of a payload as one vector (for distances between updates)."""
+    return torch.cat([payload[prefix + n].reshape(-1) for n in names])
+
+
+class SenderLog:
+    """Which agents the server sent to this round, in order: their uplinks come back in that order.
+
+    The server of a personalising method must know whose update is Alice's; it knows whom it
+    sent the model to, which is what this records (server-side bookkeeping, not on the wire).
+    """
+
+    def __init__(self) -> None:
+        self._round: int = -1
+        self._sent: list[int] = []
+
+    def note(self, client: int, rnd: int) -> None:
+        if rnd != self._round:
+            self._round, self._sent = rnd, []
+        self._sent.append(client)
+
+    def senders(self, rnd: int, count: int) -> list[int]:
+        if rnd != self._round or len(self._sent) != count:
+            raise RuntimeError(f"round {rnd}: {count} uplinks but the server sent to {self._sent}")
+        return list(self._sent)

@@ -1,0 +1,123 @@
+"""WAFFLE (Beaussart, Grimberg, Hartley, Jaggi: "WAFFLE: Weighted Averaging for Personalized
+Federated Learning", 2021): SCAFFOLD whose server combines the agents' updates with weights that
+move from global training to training on Alice's data alone.
+
+Every round the server runs CalcWeights (Algorithm 1) on the uploaded dy_i:
+  d_i = |dy_i - dy_Alice|_2;  dM, dm = max, min of d_i over the other agents;
+  d_Alice = dm (1 - (dM - dm) / dM * (1 - Omega(r)))                      (eq. 2)
+  alpha_i = max(Psi(r) - (d_i - d_Alice) / (dM - d_Alice), 0)              (eq. 3)
+  alpha = one-hot(Alice) when r >= 0.95 R (pure local training at the end), normalised to sum 1,
+  and the weights used are the mean of this round's and the two previous rounds' (line 10),
+with Omega(r) = Psi(r) = 1 / (1 + exp(delta_omega (r / (R/2) - 1)))  (eq. 4, delta_omega = 3.2).
+Then (dx, dc) = sum_i alpha_i (dy_i, dc_i) (eq. 1), x <- x + server_lr dx, c <- c + dc.
+Algorithm 1 line 6 divides by dM - min_i d_i; after line 4 the smallest distance is d_Alice, so
+this is eq. 3's dM - d_Alice. In rounds 1 and 2 the smoothing averages the rounds there are.
+
+`rounds` is R: the target cannot see `--rounds`, so set it to match (the default is the paper's
+100). The model is personalised for agent `alice` (0, as in the paper): every agent deploys
+Alice's model, and only Alice's accuracy is the paper's metric. To personalise for every agent,
+run one federation per agent (the paper: "WE (or WAFFLE) can be run several times in parallel"):
+    for a in $(seq 0 9); do fedattack train --method waffle-wavg --set alice=$a ...; done
+The paper has every agent in every round (--fraction 1). Under partial participation the
+weights are computed among the agents sampled with Alice (the smoothed weights restricted to
+them and renormalised), and a round without Alice moves nothing at the server.
+
+Wire: as SCAFFOLD, (x, c) down (x is Alice's personalised model), (dy_i, dc_i) up. Private: c_i.
+The server keeps the weights of the last rounds under `waffle.alpha.*` (never sent).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from fedattack.registry import UserError
+from fedattack.target import State
+from fedattack.wire import Payload
+
+from ._control import DY, ControlHyper, ControlVariateTarget, SenderLog, flat
+
+HISTORY = "waffle.alpha_history"
+
+
+@dataclass(frozen=True, kw_only=True)
+class WaffleHyper(ControlHyper):
+    """alice: the agent personalised for. delta_omega: slope of eq. (4). rounds: R of the schedule.
+    local_fraction: final share of rounds trained on Alice alone. smoothing: rounds averaged."""
+
+    alice: int = 0
+    delta_omega: float = 3.2
+    rounds: int = 100
+    local_fraction: float = 0.05
+    smoothing: int = 3
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.rounds < 1 or self.smoothing < 1 or not 0 <= self.local_fraction <= 1:
+            raise UserError("waffle-wavg needs rounds >= 1, smoothing >= 1, 0 <= local_fraction <= 1")
+
+
+def omega(r: int, total: int, delta_omega: float) -> float:
+    """Eq. (4): about 0.96 at the start (global), 0.5 at R/2, about 0.04 at R (local)."""
+    return 1.0 / (1.0 + math.exp(delta_omega * (r / (total / 2.0) - 1.0)))
+
+
+def calc_weights(d: torch.Tensor, alice: int, om: float, psi: float) -> torch.Tensor:
+    """Eqs. (2) and (3) for the distances `d` of every agent's update to Alice's; normalised."""
+    n = d.numel()
+    if n == 1:
+        return torch.ones(1, dtype=torch.float64)
+    others = torch.cat([d[:alice], d[alice + 1:]])
+    d_max, d_min = float(others.max()), float(others.min())
+    spread = (d_max - d_min) / d_max if d_max > 0 else 0.0
+    d_alice = d_min * (1.0 - spread * (1.0 - om))
+    d = d.clone()
+    d[alice] = d_alice
+    span = d_max - d_alice
+    alpha = (psi - (d - d_alice) / span).clamp(min=0.0) if span > 0 else torch.full_like(d, psi)
+    return alpha / alpha.sum()
+
+
+class Waffle(ControlVariateTarget):
+    """SCAFFOLD with distance-based weights that personalise the model for one agent."""
+
+    name = "waffle-wavg"
+    paper = "Beaussart et al. 2021"
+    Hyper = WaffleHyper
+
+    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(*args, **kwargs)
+        self.log = SenderLog()
+
+    def init_server(self, gen: torch.Generator) -> State:
+        if not 0 <= self.hyper.alice < self.num_clients:
+            raise UserError(f"alice={self.hyper.alice} is not an agent; use 0..{self.num_clients - 1}")
+        return {**super().init_server(gen),
+                HISTORY: torch.zeros(0, self.num_clients, dtype=torch.float64)}
+
+    def broadcast(self, server: State, client: int, rnd: int) -> Payload:
+        self.log.note(client, rnd)
+        return super().broadcast(server, client, rnd)
+
+    def combine(self, server: State, uplinks: list[Payload], weights: list[float],
+                rnd: int) -> tuple[list[float], float, State]:
+        h = self.hyper
+        senders = self.log.senders(rnd, len(uplinks))
+        if h.alice not in senders:  # no reference update: nothing moves this round
+            return [0.0] * len(uplinks), 1.0, {}
+        a = senders.index(h.alice)
+        ref = flat(uplinks[a], DY, self.param_names).double()
+        d = torch.stack([(flat(up, DY, self.param_names).double() - ref).norm() for up in uplinks])
+        om = omega(rnd, h.rounds, h.delta_omega)
+        if rnd >= (1.0 - h.local_fraction) * h.rounds:
+            alpha = torch.zeros(len(uplinks), dtype=torch.float64)
+            alpha[a] = 1.0
+        else:
+            alpha = calc_weights(d, a, om, om)
+        row = torch.zeros(1, self.num_clients, dtype=torch.float64)
+        row[0, senders] = alpha
+        history = torch.cat([server[HISTORY], row])
+        smoothed = history[-h.smoothing:].mean(0)[senders]
+        return (smoothed / smoothed.sum()).tolist(), 1.0, {HISTORY: history}
