@@ -10,10 +10,20 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from fedattack.data.partition import make_partition, parse_options, partition_from_spec
 from fedattack.data.types import ClientData, Dataset, Partition
 from fedattack.registry import DATASETS
 
-__all__ = ["ClientData", "Dataset", "Partition", "data_root_from", "load_dataset"]
+__all__ = [
+    "ClientData",
+    "Dataset",
+    "Partition",
+    "data_root_from",
+    "load_dataset",
+    "make_partition",
+    "parse_options",
+    "partition_from_spec",
+]
 
 DATA_ENV = "FEDATTACK_DATA"
 

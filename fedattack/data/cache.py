@@ -43,9 +43,9 @@ class RawImages:
         """Scale to float32 in [0, 1], the form every model and attack consumes."""
         return Dataset(
             name=name,
-            x_train=self.x_train.to(torch.float32, copy=True).div_(255.0),
+            x_train=self.x_train.div(255.0),  # uint8 / float -> float32, in one pass
             y_train=self.y_train.to(torch.int64),
-            x_test=self.x_test.to(torch.float32, copy=True).div_(255.0),
+            x_test=self.x_test.div(255.0),
             y_test=self.y_test.to(torch.int64),
             classes=tuple(self.classes),
         )

@@ -1,4 +1,4 @@
-"""Decoding image files in torchvision's ImageFolder layout, from a folder or straight from a tar.gz.
+"""Decoding images in torchvision's ImageFolder layout, from a folder or straight from a tar.gz.
 
 Layout: `<root>/{train,test}/<class>/<image>`. We decode with PIL ourselves instead of going
 through `torchvision.datasets.ImageFolder` because we want whole uint8 arrays, not a per-item
@@ -63,16 +63,18 @@ def read_tar(tar_path: Path, classes: Sequence[str]) -> RawImages:
     index = {name: i for i, name in enumerate(classes)}
     decoded: list[tuple[str, int, str, np.ndarray]] = []
     try:
-        with tarfile.open(tar_path, "r:*") as archive:
+        # "r|*" streams the archive once, front to back: faster than random access here
+        with tarfile.open(tar_path, "r|*") as archive:
             for member in archive:
-                parts = PurePosixPath(member.name).parts
+                parts = member.name.split("/")
                 if not member.isfile() or len(parts) < 3 or parts[-3] not in SPLITS:
                     continue
                 if PurePosixPath(parts[-1]).suffix.lower() not in IMAGE_SUFFIXES:
                     continue
                 label = _label(index, parts[-2], f"{tar_path}:{member.name}")
                 data = archive.extractfile(member).read()  # type: ignore[union-attr]
-                decoded.append((parts[-3], label, parts[-1], decode_image(data)))
+                image = decode_image(data, f"{tar_path}:{member.name}")
+                decoded.append((parts[-3], label, parts[-1], image))
     except (tarfile.TarError, OSError, EOFError) as exc:
         raise UserError(f"cannot read {tar_path} ({exc}); replace it with an intact copy") from exc
     decoded.sort(key=lambda it: it[:3])
@@ -81,16 +83,19 @@ def read_tar(tar_path: Path, classes: Sequence[str]) -> RawImages:
 
 def decode_items(items: Sequence[Item], classes: Sequence[str], where: str) -> RawImages:
     """Decode listed image files into uint8 tensors."""
-    return _assemble([(s, y, decode_image(src)) for s, y, _, src in items], classes, where)
+    decoded = [(split, y, decode_image(path, str(path))) for split, y, _, path in items]
+    return _assemble(decoded, classes, where)
 
 
-def decode_image(source: Path | bytes) -> np.ndarray:
+def decode_image(source: Path | bytes, where: str = "an image") -> np.ndarray:
     """One image as uint8: (H, W) if it is greyscale, (H, W, 3) otherwise."""
     try:
         with Image.open(io.BytesIO(source) if isinstance(source, bytes) else source) as image:
-            return np.asarray(image.convert("L" if image.mode in _GREY_MODES else "RGB"))
+            if image.mode not in ("L", "RGB"):  # already-L/RGB images skip a conversion copy
+                image = image.convert("L" if image.mode in _GREY_MODES else "RGB")
+            return np.asarray(image)
     except (OSError, ValueError) as exc:
-        raise UserError(f"cannot decode an image ({exc}); remove or replace the file") from exc
+        raise UserError(f"cannot decode {where} ({exc}); remove or replace the file") from exc
 
 
 def _label(index: dict[str, int], name: str, where: str) -> int:

@@ -69,13 +69,6 @@ def class_shards(
     return [shuffled[i * size : (i + 1) * size] for i in range(count)]
 
 
-def shards_per_class(counts: dict[int, int], total: int) -> dict[int, int]:
-    """Spread `total` shards over classes as evenly as possible; extras go to the largest classes."""
-    classes = sorted(counts, key=lambda c: (-counts[c], c))
-    base, extra = divmod(total, len(classes))
-    return {c: base + (1 if rank < extra else 0) for rank, c in enumerate(classes)}
-
-
 def assign_shards(
     rng: np.random.Generator, shard_classes: np.ndarray, num_clients: int, per_client: int
 ) -> np.ndarray:
@@ -138,7 +131,7 @@ def build_partition(
     for held, group in zip(holdings, groups):
         train, test = local_split(rng, held, options.test_fraction)
         clients.append(ClientData(train=train, test=test, group=group))
-    used = np.concatenate([np.asarray(h, dtype=np.int64) for h in holdings] or [np.zeros(0, dtype=np.int64)])
+    used = np.concatenate([np.zeros(0, dtype=np.int64), *holdings]).astype(np.int64)
     discarded = np.setdiff1d(np.arange(len(labels), dtype=np.int64), used)
     counts = [np.bincount(labels[h], minlength=num_classes).tolist() for h in holdings]
     spec = {

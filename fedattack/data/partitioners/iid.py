@@ -20,6 +20,13 @@ from fedattack.data.types import Partition
 from fedattack.registry import PARTITIONS
 
 
+@dataclass(frozen=True)
+class IIDOptions:
+    """test_fraction: share of each client's data held out as its local test set."""
+
+    test_fraction: float = 0.2
+
+
 @PARTITIONS.register("iid")
 class IID:
     """Shuffle the train split and cut it into `num_clients` near-equal parts (group "all").
@@ -27,15 +34,15 @@ class IID:
     `num_clients` None means 100 (10 for `digits`).
     """
 
-    @dataclass(frozen=True)
-    class Options:
-        """test_fraction: share of each client's data held out as its local test set."""
-
-        test_fraction: float = 0.2
+    Options = IIDOptions
 
     @staticmethod
     def split(
-        labels: np.ndarray, num_clients: int | None, seed: int, dataset_name: str, options: Options
+        labels: np.ndarray,
+        num_clients: int | None,
+        seed: int,
+        dataset_name: str,
+        options: IIDOptions,
     ) -> Partition:
         check_fraction("test_fraction", options.test_fraction)
         n = num_clients if num_clients is not None else default_num_clients(dataset_name)

@@ -19,10 +19,22 @@ from fedattack.data.partitioners._common import (
     check_num_clients,
     class_shards,
     default_num_clients,
-    shards_per_class,
 )
 from fedattack.data.types import Partition
 from fedattack.registry import PARTITIONS, UserError
+
+
+@dataclass(frozen=True)
+class ShardsOptions:
+    """Options of `shards`.
+
+    classes_per_client: Z, the number of single-class shards (and so of classes) per client; 2
+    in WAFFLe and McMahan et al. test_fraction: share of each client's data held out as its
+    local test set.
+    """
+
+    classes_per_client: int = 2
+    test_fraction: float = 0.2
 
 
 @PARTITIONS.register("shards")
@@ -38,18 +50,15 @@ class Shards:
     `num_clients` None means 100 (10 for `digits`). Group label "all".
     """
 
-    @dataclass(frozen=True)
-    class Options:
-        """classes_per_client: Z, the number of single-class shards (and classes) per client
-        (2 in WAFFLe and McMahan et al.); test_fraction: share of each client's data held out
-        as its local test set."""
-
-        classes_per_client: int = 2
-        test_fraction: float = 0.2
+    Options = ShardsOptions
 
     @staticmethod
     def split(
-        labels: np.ndarray, num_clients: int | None, seed: int, dataset_name: str, options: Options
+        labels: np.ndarray,
+        num_clients: int | None,
+        seed: int,
+        dataset_name: str,
+        options: ShardsOptions,
     ) -> Partition:
         check_fraction("test_fraction", options.test_fraction)
         z = options.classes_per_client
@@ -84,3 +93,10 @@ def make_shards(
         shards += class_shards(rng, members, per_class[c])
         classes += [c] * per_class[c]
     return shards, np.asarray(classes, dtype=np.int64)
+
+
+def shards_per_class(counts: dict[int, int], total: int) -> dict[int, int]:
+    """Spread `total` shards over classes as evenly as possible, extras to the biggest classes."""
+    classes = sorted(counts, key=lambda c: (-counts[c], c))
+    base, extra = divmod(total, len(classes))
+    return {c: base + (1 if rank < extra else 0) for rank, c in enumerate(classes)}
