@@ -64,12 +64,16 @@ def _as_image(img: np.ndarray) -> np.ndarray:
     return np.clip(img, 0, 1) if lo >= 0 and hi <= 1 else (img - lo) / max(hi - lo, 1e-12)
 
 
-def artifact_images(loaded: LoadedResult, kind: str) -> Images:
-    """Merge every artifact whose name says `kind` ("recon" or "mean")."""
+def artifact_images(loaded: LoadedResult, kind: str, count: int = 0) -> Images:
+    """Merge every artifact whose name says `kind` ("recon" or "mean").
+
+    `count`: how many classes a PNG holding one row of tiles (torchvision's `save_image` grid,
+    padding 1) should be cut into. Tensor files are preferred over PNGs of the same images.
+    """
     out: Images = {}
-    for name in sorted(loaded.result.artifacts):
-        if kind not in name.lower():
-            continue
+    names = [n for n in sorted(loaded.result.artifacts) if kind in n.lower()]
+    tensors = [n for n in names if not loaded.result.artifacts[n].endswith(".png")]
+    for name in tensors or names:
         path = loaded.artifact(name)
         if path is None or not path.is_file():
             continue
@@ -77,8 +81,23 @@ def artifact_images(loaded: LoadedResult, kind: str) -> Images:
         number = re.search(r"(\d+)$", Path(name).stem)
         if number and len(images) == 1:
             images = {int(number.group(1)): next(iter(images.values()))}
+        elif path.suffix == ".png" and len(images) == 1 and count > 1:
+            images = split_row(next(iter(images.values())), count)
         out.update(images)
+    held = (loaded.result.extra.get("inversion") or {}).get("victim_classes")
+    if kind == "mean" and isinstance(held, list):
+        out = {c: img for c, img in out.items() if c in held}  # a class the victim lacks has no mean
     return out
+
+
+def split_row(grid: np.ndarray, count: int, padding: int = 1) -> Images:
+    """Cut a one-row grid of `count` equal tiles separated by `padding` pixels into its tiles."""
+    width = grid.shape[1]
+    tile = (width - padding) // count - padding
+    if tile <= 0 or (tile + padding) * count + padding != width:
+        return {}
+    top = grid[padding:padding + grid.shape[0] - 2 * padding]
+    return {k: top[:, padding + k * (tile + padding): padding + k * (tile + padding) + tile] for k in range(count)}
 
 
 def inversion_figures(results: list[LoadedResult], out: Path) -> FigureList:
@@ -92,14 +111,15 @@ def inversion_figures(results: list[LoadedResult], out: Path) -> FigureList:
         victim, seed = min((r.result.victim, r.result.seed) for r in members)
         shown = [r for r in members if (r.result.victim, r.result.seed) == (victim, seed)]
         rows: list[tuple[str, Images]] = []
-        means = next((m for m in (artifact_images(r, "mean") for r in shown) if m), {})
-        if means:
-            rows.append(("class means (victim's data)", means))
         for r in sorted(shown, key=lambda r: (r.run.method, "upper bound" in threat_label(r), threat_label(r),
                                                r.result.reconstruction)):
             recon = r.result.reconstruction
             label = f"{r.run.method}\n{threat_label(r)}" + ("" if recon in ("none", "") else f"\n{recon}")
             rows.append((label, artifact_images(r, "recon")))
+        count = max((len(images) for _, images in rows), default=0)
+        means = next((m for m in (artifact_images(r, "mean", count) for r in shown) if m), {})
+        if means:
+            rows.insert(0, ("class means (victim's data)", means))
         if not any(images for _, images in rows):
             continue
         path = out / f"inversion-{slug(attack, dataset)}.png"

@@ -34,6 +34,8 @@ ATTACK_METRICS: dict[str, MetricInfo] = {
     "psnr": MetricInfo("PSNR (dB)", 1.0),
     "attack_accuracy": MetricInfo("attack accuracy (%)", PERCENT, privacy_axis=True),
     "eval_classifier_accuracy": MetricInfo("eval. classifier accuracy (%)", PERCENT),
+    "psnr_all_classes": MetricInfo("PSNR, all classes (dB)", headline=False),
+    "attack_accuracy_all_classes": MetricInfo("attack accuracy, all classes (%)", PERCENT, headline=False),
 }
 
 # Utility metrics (fedattack.metrics.utility_summary), already in percent / percent squared.

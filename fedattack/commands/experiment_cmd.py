@@ -1,0 +1,98 @@
+"""`fedattack experiment list|show|run`: named experiments, end to end and resumable.
+
+This command is where the core's experiment runner meets the attacks (`evaluate_run`) and the
+reports (`build_report`): the runner itself imports neither, as DESIGN.md's layering asks.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+import click
+
+from fedattack.commands.options import data_root_option
+
+
+def make_evaluator(data_root: str | None, progress: bool) -> Any:
+    """The runner's evaluate step, backed by `fedattack.attacks.evaluate.evaluate_run`."""
+    from fedattack.attacks.evaluate import evaluate_run
+
+    def evaluate(job: Any, run_dir: Path, out: Path) -> None:
+        ev = job.evaluation
+        options = {k: v for k, v in (("eval_size", ev.eval_size), ("max_queries", ev.max_queries)) if v is not None}
+        evaluate_run(run_dir, list(ev.threat_models), list(ev.attacks), [str(v) for v in ev.victims],
+                     job.reconstruction, ev.aux_size, job.seed, out, data_root=data_root,
+                     attack_options=dict(ev.settings), progress=progress, **options)
+
+    return evaluate
+
+
+def reporter(inputs: Sequence[Path], out: Path, papers: Sequence[str]) -> Path:
+    from fedattack.reports.build import build_report
+    existing = [p for p in inputs if p.exists()]
+    return build_report(existing, out, papers, title=f"fedattack report: {out.parent.name}")
+
+
+def run_named(name_or_file: str, out: str | None, data_root: str | None, download: bool, quiet: bool,
+              report: bool = True) -> Any:
+    """Resolve, run and summarise an experiment (shared with `fedattack quickstart`)."""
+    from fedattack.experiments import resolve
+    from fedattack.experiments.runner import run_experiment
+
+    exp = resolve(name_or_file)
+    folder = Path(out or Path("experiments") / exp.name)
+    click.echo(f"experiment {exp.name}: {exp.description}".rstrip(": "))
+    summary = run_experiment(exp, folder, evaluate=make_evaluator(data_root, not quiet),
+                             report=reporter if report else None, data_root=data_root, download=download,
+                             echo=click.echo, progress=not quiet)
+    click.echo(f"done in {summary.seconds:.0f}s: trained {summary.trained} federation(s) "
+               f"(reused {summary.reused_runs}), ran {summary.evaluated} evaluation(s) "
+               f"(reused {summary.reused_results})")
+    return summary
+
+
+@click.group("experiment")
+def experiment_group() -> None:
+    """Named experiments: train every federation, attack them, report (resumable)."""
+
+
+@experiment_group.command("list")
+def list_command() -> None:
+    """The experiments shipped with fedattack (run one by name, or pass your own .toml)."""
+    from fedattack.experiments import load, shipped
+
+    for name, path in shipped().items():
+        exp = load(path)
+        paper = f" [reproduces {', '.join(exp.reproduces)}]" if exp.reproduces else ""
+        click.echo(f"  {name:<22} {exp.description}{paper}")
+
+
+@experiment_group.command("show")
+@click.argument("name_or_file")
+def show_command(name_or_file: str) -> None:
+    """Print an experiment's file, e.g. to copy it as the start of your own."""
+    from fedattack.experiments import resolve
+
+    exp = resolve(name_or_file)
+    assert exp.source is not None
+    click.echo(exp.source.read_text(encoding="utf-8"), nl=False)
+
+
+@experiment_group.command("run")
+@click.argument("name_or_file")
+@click.option("--out", type=click.Path(file_okay=False), default=None,
+              help="Output folder [default: experiments/<name>]; run again with the same --out to resume.")
+@data_root_option
+@click.option("--download", is_flag=True, help="Download missing datasets.")
+@click.option("--no-report", is_flag=True, help="Train and evaluate only.")
+@click.option("--quiet", is_flag=True, help="No progress bars.")
+def run_command(name_or_file: str, out: str | None, data_root: str | None, download: bool,
+                no_report: bool, quiet: bool) -> None:
+    """Run NAME_OR_FILE end to end, skipping work whose outputs already exist."""
+    summary = run_named(name_or_file, out, data_root, download, quiet, report=not no_report)
+    if summary.report is not None:
+        click.echo(f"report: {summary.report.with_name('report.html')}  (and {summary.report.name} beside it)")
+
+
+COMMAND = experiment_group
