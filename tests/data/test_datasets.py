@@ -141,6 +141,13 @@ def test_missing_data_without_download_is_a_user_error(name: str, tmp_path: Path
     assert list(tmp_path.iterdir()) == []  # nothing fetched, nothing created
 
 
+def test_unreadable_cifar10_pickles_are_a_user_error(tmp_path: Path) -> None:
+    (tmp_path / "cifar-10-batches-py").mkdir()
+    (tmp_path / "cifar-10-batches-py" / "data_batch_1").write_bytes(b"not a pickle")
+    with pytest.raises(UserError, match="cannot read cifar10"):
+        load_dataset("cifar10", tmp_path)
+
+
 def test_cifar10_jpeg_folder_and_tar_use_canonical_class_order(tmp_path: Path) -> None:
     jpeg_dir = tmp_path / "a" / "cifar10-jpeg"
     write_image_folder(jpeg_dir, list(CIFAR_CLASSES), {"train": 1, "test": 1})

@@ -106,7 +106,9 @@ def _tables(
     size_name = options.size_distribution.upper()
     if size_name not in SIZE_DISTRIBUTIONS:
         raise UserError(f"size_distribution must be A, B or C, got {options.size_distribution!r}")
-    if n < 1 or (size_name != "A" and n != PAPER_AGENTS):
+    if n < 1:
+        raise UserError(f"num_clients must be at least 1, got {n}")
+    if size_name != "A" and n != PAPER_AGENTS:
         raise UserError(f"size_distribution {size_name} is defined for 10 agents, not {n}")
     if len(labels) == 0 or labels.min() < 0 or labels.max() >= NUM_LABELS:
         raise UserError("label-distribution needs a dataset with 10 classes (labels 0..9)")

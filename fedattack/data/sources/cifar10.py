@@ -21,6 +21,7 @@ from torchvision.datasets import CIFAR10
 
 from fedattack.data.cache import RawImages, cached
 from fedattack.data.images import cached_folder, read_tar
+from fedattack.data.sources._torchvision import fetch, open_splits
 from fedattack.data.types import Dataset
 from fedattack.registry import DATASETS, UserError
 
@@ -43,20 +44,12 @@ def load(root: Path, download: bool) -> Dataset:
     if (root / JPEG_TAR).is_file():
         return cached("cifar10", [root / JPEG_TAR], lambda: read_tar(root / JPEG_TAR, CLASSES))
     if download:
-        _download(root)
+        fetch("cifar10", CIFAR10, root)
         return _from_pickles(root)
     raise UserError(
         f"cifar10 is not in {root} (looked for {PICKLES}/, {JPEG_DIR}/ and {JPEG_TAR}); pass "
         "--download to fetch it, or point --data-root / FEDATTACK_DATA at a folder that has it"
     )
-
-
-def _download(root: Path) -> None:
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-        CIFAR10(str(root), train=True, download=True)
-    except Exception as exc:  # noqa: BLE001 - network and disk errors alike are the user's to fix
-        raise UserError(f"could not download cifar10 into {root}: {exc}") from exc
 
 
 def _from_pickles(root: Path) -> Dataset:
@@ -66,14 +59,7 @@ def _from_pickles(root: Path) -> Dataset:
 
 def _decode_pickles(root: Path) -> RawImages:
     """Read torchvision's pickled batches; its HWC uint8 arrays become CHW tensors."""
-    try:
-        train = CIFAR10(str(root), train=True, download=False)
-        test = CIFAR10(str(root), train=False, download=False)
-    except (RuntimeError, OSError, ValueError) as exc:
-        raise UserError(
-            f"cannot read cifar10 from {root / PICKLES} ({exc}); "
-            "replace the files or fetch them again with --download"
-        ) from exc
+    train, test = open_splits("cifar10", CIFAR10, root, root / PICKLES)
     if tuple(train.classes) != CLASSES:
         raise UserError(f"{root / PICKLES} has unexpected classes {train.classes}; re-download it")
     return RawImages(
