@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from fedattack.registry import Registry
+from fedattack.rng import generator
 from fedattack.target import ClientContext, LocalData, State, Target
 from fedattack.training import sequential_train
 from fedattack.wire import Payload
@@ -49,3 +50,20 @@ class SequentialExecutor:
 
 def make_executor(name: str, device: str = "cpu") -> Executor:
     return EXECUTORS.get(name)(device=device)
+
+
+def training_jobs(target: Target, downs: list[Payload], datas: list[LocalData], seed: int,
+                  rnd: int = 0, privates: list[State] | None = None,
+                  ids: list[int] | None = None) -> list[ClientJob]:
+    """Jobs that train one model per (starting payload, data) outside a federation.
+
+    For models an attack trains itself, e.g. membership shadow models: `make_executor(name)
+    .run(target, training_jobs(...))` returns one (uplink, private) per job, trained with the
+    target's own local recipe. Batch order and noise come from (seed, rnd, id), so pass the
+    attack's own seed: reusing the federation's seed and ids would replay a victim's draws.
+    """
+    ids = list(range(len(datas))) if ids is None else ids
+    privates = privates or [target.init_private(k, d, generator(seed, "private", k))
+                            for k, d in zip(ids, downs)]
+    return [ClientJob(k, down, private, data, ClientContext(rnd, k, seed, sequential_train))
+            for k, down, private, data in zip(ids, downs, privates, datas)]

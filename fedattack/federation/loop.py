@@ -83,9 +83,17 @@ class RoundLoop:
         return clients
 
     def evaluate(self, state: FederationState) -> list[float]:
-        """Every client's local test accuracy on the model it deploys."""
+        """Every client's local test accuracy on the model it deploys.
+
+        An executor with an `evaluate(target, deployed, datas)` method evaluates all clients
+        at once (the batched one pools clients with alike models); otherwise one by one.
+        """
         accs = []
         with torch.no_grad():
+            together = getattr(self.executor, "evaluate", None)
+            if together is not None:
+                deployed = [self.target.deployed(state.server, p) for p in state.private]
+                return together(self.target, deployed, self.datas)
             for k, data in enumerate(self.datas):
                 params = self.target.deployed(state.server, state.private[k])
                 accs.append(accuracy(self.target.forward(params, data.x_test), data.y_test))

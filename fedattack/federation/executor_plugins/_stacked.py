@@ -1,0 +1,153 @@
+"""Local SGD of several clients as one computation over stacked parameters.
+
+Each client keeps exactly the minibatches and noise the sequential loop would give it (its own
+generators, keyed by seed, round and client); only the arithmetic is shared. Clients are sorted
+by their number of steps, so the clients still training at any step are a prefix of the stack:
+a finished client simply drops out of the batch instead of burning compute on masked steps.
+A client's short last batch is padded with zero-weight samples (`Batch.w`), which leaves its
+loss, and so its gradient, unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch.func import grad, vmap
+
+from fedattack.target import ClientContext, LocalData, LocalProblem, State, Target
+from fedattack.training import Batch, draw_noise, step_batches
+from fedattack.rng import generator
+
+
+@dataclass
+class TrainRequest:
+    """One call of `ctx.train`: a client's local problem and the data it trains on."""
+
+    target: Target
+    problem: LocalProblem
+    data: LocalData
+    ctx: ClientContext
+
+
+@dataclass
+class StepPlan:
+    """Every step of a group of clients, laid out for gathering (clients sorted by steps)."""
+
+    order: list[int]          # position in the request list of each stacked client
+    rows: torch.Tensor        # (S, C, B) rows of the concatenated training data
+    weights: torch.Tensor     # (S, C, B) per-sample weights, zero for padding
+    active: list[int]         # clients still training at each step (a prefix of the stack)
+    counts: list[int]         # number of steps of each stacked client
+
+
+def signature(req: TrainRequest) -> tuple:
+    """Requests with equal signatures can be stacked into one computation."""
+    def shapes(state: State) -> tuple:
+        return tuple((k, tuple(v.shape), v.dtype) for k, v in state.items())
+
+    x, y = req.data.x_train, req.data.y_train
+    noise = tuple(sorted(req.target.noise_shapes(req.problem).items()))
+    return (shapes(req.problem.params), shapes(req.problem.consts), noise,
+            tuple(x.shape[1:]), x.dtype, y.dtype)
+
+
+def plan_steps(reqs: list[TrainRequest]) -> StepPlan:
+    """The sequential loop's batch order for every client, padded to the widest batch."""
+    recipe = reqs[0].target.recipe
+    steps = [step_batches(r.data.size, recipe.epochs, recipe.batch_size, r.ctx.seed, r.ctx.round,
+                          r.ctx.client) for r in reqs]
+    order = sorted(range(len(reqs)), key=lambda i: -len(steps[i]))
+    total = len(steps[order[0]])
+    width = max([len(idx) for s in steps for idx in s] or [1])
+    rows = torch.zeros(total, len(reqs), width, dtype=torch.long)
+    weights = torch.zeros(total, len(reqs), width)
+    offset = 0
+    for col, i in enumerate(order):
+        for s, idx in enumerate(steps[i]):
+            rows[s, col, :len(idx)] = idx + offset
+            rows[s, col, len(idx):] = int(idx[0]) + offset
+            weights[s, col, :len(idx)] = 1.0 / len(idx)
+        offset += reqs[i].data.size
+    active = [sum(len(steps[i]) > s for i in order) for s in range(total)]
+    counts = [len(steps[i]) for i in order]
+    return StepPlan(order, rows, weights, active, counts)
+
+
+def round_noise(reqs: list[TrainRequest], plan: StepPlan) -> dict[str, torch.Tensor]:
+    """Each client's per-step noise for the whole round, as (S, C, *shape) tensors."""
+    shapes = reqs[0].target.noise_shapes(reqs[0].problem)
+    if not shapes:
+        return {}
+    out = {k: torch.zeros(len(plan.active), len(reqs), *s) for k, s in shapes.items()}
+    bulk = bulk_draws_match(shapes)
+    for col, (i, count) in enumerate(zip(plan.order, plan.counts)):
+        ctx = reqs[i].ctx
+        draws = draw_steps(shapes, generator(ctx.seed, "noise", ctx.round, ctx.client), count, bulk)
+        for k in shapes:
+            out[k][:count, col] = draws[k]
+    return out
+
+
+def draw_steps(shapes: dict[str, tuple[int, ...]], gen: torch.Generator, count: int,
+               bulk: bool) -> dict[str, torch.Tensor]:
+    """`count` successive `draw_noise` calls, in one draw when the generator allows it."""
+    if not bulk:
+        per_step = [draw_noise(shapes, gen) for _ in range(count)]
+        return {k: torch.stack([d[k] for d in per_step]) if per_step else torch.zeros(0, *s)
+                for k, s in shapes.items()}
+    sizes = [torch.Size(s).numel() for s in shapes.values()]
+    flat = torch.rand(count, sum(sizes), generator=gen)
+    parts = flat.split(sizes, dim=1)
+    return {k: p.reshape(count, *s) for (k, s), p in zip(shapes.items(), parts)}
+
+
+_BULK_OK: dict[tuple, bool] = {}
+
+
+def bulk_draws_match(shapes: dict[str, tuple[int, ...]]) -> bool:
+    """Whether one big uniform draw equals successive small ones (checked once per layout)."""
+    key = tuple(shapes.items())
+    if key not in _BULK_OK:
+        a, b = torch.Generator().manual_seed(12345), torch.Generator().manual_seed(12345)
+        seq = [draw_noise(shapes, a) for _ in range(3)]
+        bulk = draw_steps(shapes, b, 3, bulk=True)
+        _BULK_OK[key] = all(torch.equal(bulk[k][s], seq[s][k]) for k in shapes for s in range(3))
+    return _BULK_OK[key]
+
+
+def stack(states: list[State], device: torch.device) -> State:
+    return {k: torch.stack([s[k] for s in states]).to(device) for k in states[0]}
+
+
+def train_stacked(reqs: list[TrainRequest], device: torch.device) -> list[State]:
+    """Run the sequential loop of every request at once; returns trained params per request."""
+    target = reqs[0].target
+    plan = plan_steps(reqs)
+    reqs_sorted = [reqs[i] for i in plan.order]
+    params = stack([r.problem.params for r in reqs_sorted], device)
+    consts = stack([r.problem.consts for r in reqs_sorted], device) if reqs[0].problem.consts else {}
+    x = torch.cat([r.data.x_train for r in reqs_sorted]).to(device)
+    y = torch.cat([r.data.y_train for r in reqs_sorted]).to(device)
+    rows, weights = plan.rows.to(device), plan.weights.to(device)
+    noise = {k: v.to(device) for k, v in round_noise(reqs, plan).items()}
+    step_grads = vmap(grad(_loss_fn(target)), in_dims=(0, 0, 0, 0, 0, 0, None))
+    lr = target.recipe.lr
+    for s, a in enumerate(plan.active):
+        r = rows[s, :a]
+        g = step_grads({k: v[:a] for k, v in params.items()},
+                       {k: v[:a] for k, v in consts.items()}, x[r], y[r], weights[s, :a],
+                       {k: v[s, :a] for k, v in noise.items()}, torch.tensor(s, device=device))
+        for k, p in params.items():
+            p[:a] -= lr * g[k]
+    out: list[State] = [{}] * len(reqs)
+    for col, i in enumerate(plan.order):
+        out[i] = {k: v[col].to("cpu", copy=True) for k, v in params.items()}
+    return out
+
+
+def _loss_fn(target: Target):  # type: ignore[no-untyped-def]
+    def loss(params: State, consts: State, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor,
+             noise: State, step: torch.Tensor) -> torch.Tensor:
+        return target.local_loss(params, consts, Batch(x, y, w), noise, step)
+    return loss

@@ -1,0 +1,136 @@
+"""The batched executor gives the sequential executor's federation, for every registered target.
+
+Clients get deliberately uneven amounts of data (different step counts and short last
+batches), so the masking and padding paths are exercised, not just the equal-size case.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from functools import lru_cache
+
+import pytest
+import torch
+
+from fedattack.data import load_dataset
+from fedattack.data.partition import make_partition
+from fedattack.federation.executor_plugins._rendezvous import run_gathered
+from fedattack.federation.executor_plugins._stacked import bulk_draws_match, draw_steps
+from fedattack.federation.executors import make_executor, training_jobs
+from fedattack.federation.loop import RoundLoop, client_data
+from fedattack.federation.train import build_target
+from fedattack.registry import TARGETS
+from fedattack.target import Recipe
+from fedattack.training import draw_noise, sequential_train
+from fedattack.wire import Message
+from tests.conftest import tiny_spec
+
+SPEC = tiny_spec(num_clients=4, fraction=1.0, rounds=2, recipe=Recipe(epochs=2, batch_size=8, lr=0.1))
+ATOL = 1e-5
+
+
+@lru_cache(maxsize=1)
+def _setting():  # type: ignore[no-untyped-def]
+    dataset = load_dataset("digits")
+    partition = make_partition(SPEC.partition, dataset.y_train.numpy(), SPEC.num_clients,
+                               SPEC.seed, SPEC.dataset, **SPEC.partition_options)
+    return dataset, partition
+
+
+def _federate(method: str, executor: str):  # type: ignore[no-untyped-def]
+    dataset, partition = _setting()
+    spec = dataclasses.replace(SPEC, method=method, executor=executor)
+    target = build_target(spec, dataset, partition.num_clients)
+    datas = [client_data(dataset, partition, k) for k in range(partition.num_clients)]
+    for k, d in enumerate(datas):  # 21, 36, 51, 66 samples: 3 to 9 steps, all with a short batch
+        d.x_train, d.y_train = d.x_train[:21 + 15 * k], d.y_train[:21 + 15 * k]
+    messages: list[Message] = []
+    loop = RoundLoop(spec, target, datas, make_executor(executor), messages.append)
+    state = loop.start()
+    for rnd in range(1, spec.rounds + 1):
+        loop.run_round(state, rnd)
+    return target, state, messages, loop.evaluate(state)
+
+
+def _close(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], exact: bool) -> None:
+    assert a.keys() == b.keys()
+    for k in a:
+        if exact:
+            assert torch.equal(a[k], b[k]), k
+        else:
+            torch.testing.assert_close(a[k], b[k], atol=ATOL, rtol=1e-4, msg=k)
+
+
+@pytest.mark.parametrize("method", TARGETS.names())
+def test_batched_matches_sequential(method: str) -> None:
+    target, seq, seq_msgs, seq_acc = _federate(method, "sequential")
+    _, bat, bat_msgs, bat_acc = _federate(method, "batched")
+    exact = not target.batchable  # a target that cannot batch falls back to the reference
+    _close(seq.server, bat.server, exact)
+    for p, q in zip(seq.private, bat.private):
+        _close(p, q, exact)
+    assert [(m.round, m.sender, m.receiver, m.kind) for m in seq_msgs] == \
+        [(m.round, m.sender, m.receiver, m.kind) for m in bat_msgs]
+    for m, n in zip(seq_msgs, bat_msgs):
+        _close(m.payload, n.payload, exact)
+    assert sum(abs(x - y) > 0.02 for x, y in zip(seq_acc, bat_acc)) <= 1  # near-ties may flip
+
+
+def test_uplinks_do_not_share_storage_with_other_clients() -> None:
+    """A view into the stacked tensor would save every client's weights in one client's file."""
+    _, _, messages, _ = _federate("fedavg", "batched")
+    for m in messages:
+        if m.kind == "uplink":
+            for t in m.payload.values():
+                assert t.untyped_storage().nbytes() == t.numel() * t.element_size()
+
+
+def test_training_jobs_train_models_like_the_sequential_loop() -> None:
+    """The helper the membership attack uses for shadow models: equal to sequential_train."""
+    dataset, partition = _setting()
+    target = build_target(SPEC, dataset, partition.num_clients)
+    datas = [client_data(dataset, partition, k) for k in range(3)]
+    for k, d in enumerate(datas):
+        d.x_train, d.y_train = d.x_train[:30 + 9 * k], d.y_train[:30 + 9 * k]
+    start = target.init_server(torch.Generator().manual_seed(0))
+    jobs = training_jobs(target, [start] * 3, datas, seed=7)
+    trained = make_executor("batched").run(target, jobs)
+    for job, (up, _) in zip(jobs, trained):
+        problem = target.start_local(job.down, job.private, job.data)
+        ref = sequential_train(target, problem, job.data, job.ctx)
+        _close(ref, {k: up[k] for k in ref}, exact=False)
+        assert not torch.equal(up["fc1.weight"], start["fc1.weight"])
+
+
+def test_one_bulk_noise_draw_equals_successive_draws() -> None:
+    shapes = {"a": (3, 5), "b": (1,), "c": (257,)}
+    assert bulk_draws_match(shapes)
+    gen = torch.Generator().manual_seed(5)
+    bulk = draw_steps(shapes, gen, 4, bulk=True)
+    gen = torch.Generator().manual_seed(5)
+    for s in range(4):
+        step = draw_noise(shapes, gen)
+        assert all(torch.equal(bulk[k][s], step[k]) for k in shapes)
+
+
+def test_rendezvous_batches_every_train_call_and_propagates_errors() -> None:
+    served: list[list[int]] = []
+
+    def serve(requests: list[int]) -> list[int]:
+        served.append(list(requests))
+        return [r * 10 for r in requests]
+
+    def work(k: int):  # type: ignore[no-untyped-def]
+        def run(ask):  # type: ignore[no-untyped-def]
+            first = ask(k)
+            return first + (ask(k + 100) if k % 2 else 0)
+        return run
+
+    assert run_gathered([work(k) for k in range(4)], serve) == [0, 10 + 1010, 20, 30 + 1030]
+    assert served == [[0, 1, 2, 3], [101, 103]]
+
+    def broken(ask):  # type: ignore[no-untyped-def]
+        raise ValueError("client failed")
+
+    with pytest.raises(ValueError, match="client failed"):
+        run_gathered([work(0), broken, work(2)], serve)
