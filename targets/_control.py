@@ -51,6 +51,9 @@ def local_steps(size: int, epochs: int, batch_size: int) -> int:
 class ControlVariateTarget(Target):
     """SCAFFOLD's client and state; subclasses decide how `combine` weighs the uplinks."""
 
+    wire_exposes = {C: "c_i is the sum of the client's own dc uplinks (option II from c_i = 0); "
+                       "after its first round it equals that round's dc"}
+
     def init_server(self, gen: torch.Generator) -> State:
         x = initial_weights(self.model, gen)
         return {**x, **{C + n: torch.zeros_like(t) for n, t in x.items()}}

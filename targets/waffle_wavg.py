@@ -77,6 +77,9 @@ def calc_weights(d: torch.Tensor, alice: int, om: float, psi: float) -> torch.Te
     d[alice] = d_alice
     span = d_max - d_alice
     alpha = (psi - (d - d_alice) / span).clamp(min=0.0) if span > 0 else torch.full_like(d, psi)
+    if float(alpha.sum()) <= 0.0:  # Psi underflowed to 0 (a very steep schedule): Alice alone
+        alpha = torch.zeros_like(d)
+        alpha[alice] = 1.0
     return alpha / alpha.sum()
 
 

@@ -1,0 +1,89 @@
+"""WAFFLE: the schedule of eq. (4), CalcWeights (Algorithm 1), the final local phase."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from fedattack.data import load_dataset
+from fedattack.federation.train import build_target
+from fedattack.target import Recipe
+from fedattack.targets.waffle_wavg import HISTORY, calc_weights, omega
+from tests.conftest import tiny_spec
+
+
+def _target(**hyper):  # type: ignore[no-untyped-def]
+    spec = tiny_spec(method="waffle-wavg", hyper=hyper, fraction=1.0,
+                     recipe=Recipe(epochs=1, batch_size=16, lr=0.1))
+    return build_target(spec, load_dataset("digits"), 4)
+
+
+def test_schedule_moves_from_global_to_local() -> None:
+    assert omega(0, 100, 3.2) == pytest.approx(0.961, abs=1e-3)
+    assert omega(50, 100, 3.2) == pytest.approx(0.5)
+    assert omega(100, 100, 3.2) == pytest.approx(0.039, abs=1e-3)
+
+
+def test_calc_weights_follows_equations_2_and_3() -> None:
+    d = torch.tensor([0.0, 1.0, 2.0, 4.0], dtype=torch.float64)
+    # Omega = Psi = 1: Alice's virtual distance is dm = 1, so she ties with agent 1
+    raw = torch.tensor([1.0, 1.0, 1.0 - 1.0 / 3.0, 0.0], dtype=torch.float64)
+    torch.testing.assert_close(calc_weights(d, 0, 1.0, 1.0), raw / raw.sum())
+    # Omega = Psi = 0.5: d_Alice = 1 * (1 - 0.75 * 0.5) = 0.625, span 3.375
+    w = calc_weights(d, 0, 0.5, 0.5)
+    expect = (0.5 - (torch.tensor([0.625, 1, 2, 4], dtype=torch.float64) - 0.625) / 3.375).clamp(min=0)
+    torch.testing.assert_close(w, expect / expect.sum())
+    assert w[0] > w[1] > w[2] and w[3] == 0
+
+
+def _uplinks(target, scale: float) -> list[dict[str, torch.Tensor]]:  # type: ignore[no-untyped-def]
+    """Agent 1's update is Alice's (agent 0) plus a little noise; agents 2 and 3 are far away."""
+    g = torch.Generator().manual_seed(1)
+    ups: list[dict[str, torch.Tensor]] = [{} for _ in range(4)]
+    for n, p in target.model.named_parameters():
+        base = scale * torch.randn(p.shape, generator=g)
+        for k, spread in enumerate((0.0, 0.01, 1.0, 2.0)):
+            ups[k][f"dy.{n}"] = base + spread * scale * torch.randn(p.shape, generator=g)
+            ups[k][f"dc.{n}"] = torch.randn(p.shape, generator=g)
+    return ups
+
+
+def test_last_rounds_train_on_alice_alone_after_smoothing() -> None:
+    target = _target(rounds=20, alice=0)
+    server = target.init_server(torch.Generator().manual_seed(0))
+    ups = _uplinks(target, 0.1)
+    applied = []
+    for rnd in range(15, 21):  # 0.95 R = 19: rounds 19 and 20 are local
+        for k in range(4):
+            target.broadcast(server, k, rnd)
+        applied.append(target.combine(server, ups, [10.0] * 4, rnd)[0])
+        server = target.aggregate(server, ups, [10.0] * 4, rnd)
+    rows = server[HISTORY]
+    assert rows.shape == (6, 4)
+    torch.testing.assert_close(rows.sum(1), torch.ones(6, dtype=torch.float64))
+    assert all(0 < float(r[1]) < float(r[0]) for r in rows[:4])  # the near agent still counts
+    assert all(float(r[0]) == 1.0 for r in rows[4:])  # r >= 0.95 R: Alice alone
+    # the weights used are the mean of the last three rounds' weights (Algorithm 1, line 10)
+    torch.testing.assert_close(torch.tensor(applied[-1], dtype=torch.float64), rows[-3:].mean(0))
+    assert applied[-1][1] > 0
+
+
+def test_a_round_without_alice_moves_nothing() -> None:
+    target = _target(alice=0)
+    server = target.init_server(torch.Generator().manual_seed(0))
+    for k in (1, 3):
+        target.broadcast(server, k, 1)
+    after = target.aggregate(server, _uplinks(target, 1.0)[:2], [10.0, 10.0], 1)
+    assert all(torch.equal(after[n], server[n]) for n in server)
+
+
+def test_uniform_weights_step_by_the_mean_update() -> None:
+    """With delta_omega = 0 every agent equidistant gets 1/N: SCAFFOLD with everyone taking part."""
+    target = _target(delta_omega=0.0)
+    server = target.init_server(torch.Generator().manual_seed(0))
+    ups = _uplinks(target, 0.0)  # identical (zero) dy: every distance 0
+    for k in range(4):
+        target.broadcast(server, k, 1)
+    after = target.aggregate(server, ups, [5.0, 10.0, 20.0, 40.0], 1)
+    for n, _ in target.model.named_parameters():
+        torch.testing.assert_close(after[f"c.{n}"], server[f"c.{n}"] + sum(u[f"dc.{n}"] for u in ups) / 4)
