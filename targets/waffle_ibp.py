@@ -1,0 +1,184 @@
+"""WAFFLe (Hao, Mehta, Liang, Cheng, El-Khamy, Carin: "Weight Anonymized Factorization for
+Federated Learning", ICLR 2021 submission; IEEE Access 10, 2022, which wins where they differ).
+
+Factorised layers share a dictionary of rank-1 factors: W_i = W_a diag(r * b_i) W_b (eqs. 2-4;
+convolution kernels reshaped to (k*k*C_in) x C_out, appendix A). Each client infers its own
+factor selection b_i under a stick-breaking IBP prior (eqs. 5-11, `fedattack.models.ibp`).
+
+Wire (Algorithm 1, section II.C.1): down and up go W_a, W_b and r of every factorised layer and
+every weight of the layers that are not factorised (the output layer; conv biases). The server
+takes the simple average of what comes up.
+
+Private state (section II.C.1: "not {pi_i, c_i, d_i}, which remain with the client"), per
+factorised layer L, created the first time the client trains:
+  `L.pi_logit`  logit of q(b) = Bernoulli(pi), initialised at the prior mean (alpha/(alpha+1))^k
+  `L.log_c`, `L.log_d`  log of the Kumaraswamy(c, d) posterior of the sticks, initialised at
+                (alpha, 1), which equals the Beta(alpha, 1) prior (IBP-WF's initialisation)
+A client that has never trained has an empty private state.
+
+Local objective: minus eq. (11) per data point, mean_batch NLL + R / |D_i|, with one relaxed
+Bernoulli draw of b and one Kumaraswamy draw of v per step from the executor's `noise`
+(`L.u_b`, `L.u_v`). r is a point estimate without a prior, as the paper states.
+
+Evaluation (section II.C.2): a client that has trained uses the current global {W_a, W_b, r}
+with b = pi_i = sigmoid(pi_logit), the mean of its q(b) (factors below `eval_threshold` are
+switched off; 0 keeps them all, IBP-WF uses 0.5-0.6 only after a fine-tuning phase the paper
+does not mention). A client that has never trained uses only the global parameters: b = 1 for
+every factor, W = W_a diag(r) W_b.
+
+Factorised layers (appendix C): `mnist-mlp` fc1 F=120; `fmnist-cnn` conv1, conv2 F=25;
+`cifar-cnn` conv1, conv2 F=10, fc1 F=80, fc2 F=40. Any other model: every layer but the output
+layer, with F = its output width. `factors` > 0 sets F for all of those layers instead.
+The prior's alpha is `alpha_ratio` * F per layer: Table 9 varies "alpha/F" over 0.4-1.0.
+The paper does not say which ratio its Table 2 used (its F=120 numbers lie within Table 9's
+0.8-1.0 rows); 1.0 (alpha = F) is the default. The temperature (2/3) is not in the paper
+either; it is IBP-WF's MNIST value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from fedattack.models import build_model
+from fedattack.models import ibp
+from fedattack.models.layers import FactorizedLayers, Layers, factorized_modules
+from fedattack.registry import UserError
+from fedattack.target import LocalData, LocalProblem, Recipe, State, Target, WireSchema
+from fedattack.training import Batch
+from fedattack.wire import Payload
+
+PAPER_FACTORS: dict[str, dict[str, int]] = {
+    "mnist-mlp": {"fc1": 120},
+    "fmnist-cnn": {"conv1": 25, "conv2": 25},
+    "cifar-cnn": {"conv1": 10, "conv2": 10, "fc1": 80, "fc2": 40},
+}
+
+
+def choose_factors(model_name: str, plain: nn.Module, factors: int) -> dict[str, int]:
+    """Which layers to factorise and with how many factors (see the module docstring)."""
+    if model_name in PAPER_FACTORS:
+        table = PAPER_FACTORS[model_name]
+        return {name: factors or f for name, f in table.items()}
+    layers = [(n, m) for n, m in plain.named_modules() if isinstance(m, (nn.Linear, nn.Conv2d))]
+    hidden = layers[:-1]
+    if not hidden:
+        raise UserError(f"model {model_name!r} has no hidden layer to factorise; pick a deeper model")
+    width = {n: m.out_features if isinstance(m, nn.Linear) else m.out_channels for n, m in hidden}
+    return {n: factors or width[n] for n, _ in hidden}
+
+
+class FactorSelectionTarget(Target):
+    """Shared dictionary layers, a private per-client selection of factors (WAFFLe family).
+
+    Subclasses say what the private selection is (`init_selection`), how training draws it
+    (`local_loss`) and what a trained client deploys (`deployed_selection`).
+    """
+
+    def __init__(self, hyper, model_name: str, input_shape: tuple[int, int, int],  # type: ignore[no-untyped-def]
+                 num_classes: int, recipe: Recipe, num_clients: int) -> None:
+        plain = build_model(model_name, input_shape, num_classes)
+        self.factor_counts = choose_factors(model_name, plain, int(hyper.factors))
+        super().__init__(hyper, model_name, input_shape, num_classes, recipe, num_clients)
+        self.factorized = {n: m.num_factors for n, m in factorized_modules(self.model).items()}
+
+    def layers(self) -> Layers:
+        return FactorizedLayers(self.factor_counts)
+
+    # -- subclass hooks -------------------------------------------------------------------
+    def init_selection(self, layer: str, num_factors: int) -> State:
+        raise NotImplementedError
+
+    def deployed_selection(self, private: State, layer: str) -> torch.Tensor:
+        raise NotImplementedError
+
+    # -- the contract ---------------------------------------------------------------------
+    def start_local(self, down: Payload, private: State, data: LocalData) -> LocalProblem:
+        if not private:
+            private = {k: v for layer, f in self.factorized.items()
+                       for k, v in self.init_selection(layer, f).items()}
+        params = {**{n: down[n] for n in self.param_names}, **private}
+        return LocalProblem(params=params, consts={"n_train": torch.tensor(float(data.size))})
+
+    def finish_local(self, params: State, problem: LocalProblem, down: Payload, private: State,
+                     data: LocalData) -> tuple[Payload, State]:
+        shared = set(self.param_names)
+        up = {n: params[n] for n in self.param_names}
+        return up, {k: v for k, v in params.items() if k not in shared}
+
+    def aggregate(self, server: State, uplinks: list[Payload], weights: list[float],
+                  rnd: int) -> State:
+        """The paper's "simple averaging step" (equal to FedAvg's on equal-size shards)."""
+        names = uplinks[0].keys()
+        return {**server, **{n: torch.stack([u[n] for u in uplinks]).mean(0) for n in names}}
+
+    def deployed(self, server: State, private: State) -> State:
+        params = {n: server[n] for n in self.param_names}
+        for layer, f in self.factorized.items():
+            params[f"{layer}.b"] = (self.deployed_selection(private, layer) if private
+                                    else torch.ones(f))
+        return params
+
+    def wire_schema(self) -> WireSchema:
+        shapes = {n: tuple(p.shape) for n, p in self.model.named_parameters()}
+        return WireSchema(downlink=shapes, uplink=shapes)
+
+
+@dataclass(frozen=True, kw_only=True)
+class WaffleHyper:
+    """alpha_ratio: IBP alpha / F. factors: F override (0 = paper). temperature: relaxed
+    Bernoulli temperature. kl_b: concrete (one-sample, IBP-WF) or bernoulli (exact given v).
+    eval_threshold: factors with pi below it are off at evaluation."""
+
+    alpha_ratio: float = 1.0
+    factors: int = 0
+    temperature: float = 2.0 / 3.0
+    kl_b: str = "concrete"
+    eval_threshold: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.alpha_ratio <= 0 or self.temperature <= 0 or self.factors < 0:
+            raise UserError("waffle-ibp needs alpha_ratio > 0, temperature > 0 and factors >= 0")
+        if self.kl_b not in {"concrete", "bernoulli"}:
+            raise UserError(f"waffle-ibp kl_b={self.kl_b!r}: use concrete or bernoulli")
+
+
+class WaffleIBP(FactorSelectionTarget):
+    """WAFFLe: IBP-selected rank-1 weight factors; the factor selection never leaves the client."""
+
+    name = "waffle-ibp"
+    paper = "Hao et al., WAFFLe, IEEE Access 2022"
+    Hyper = WaffleHyper
+
+    def alpha(self, layer: str) -> float:
+        return float(self.hyper.alpha_ratio) * self.factorized[layer]
+
+    def init_selection(self, layer: str, num_factors: int) -> State:
+        alpha = self.alpha(layer)
+        return {f"{layer}.pi_logit": ibp.prob_logit(ibp.prior_mean_probs(alpha, num_factors)),
+                f"{layer}.log_c": torch.full((num_factors,), float(torch.log(torch.tensor(alpha)))),
+                f"{layer}.log_d": torch.zeros(num_factors)}
+
+    def noise_shapes(self, problem: LocalProblem) -> dict[str, tuple[int, ...]]:
+        return {f"{layer}.{u}": (f,) for layer, f in self.factorized.items() for u in ("u_b", "u_v")}
+
+    def local_loss(self, params: State, consts: State, batch: Batch, noise: State,
+                   step: torch.Tensor) -> torch.Tensor:
+        h = self.hyper
+        weights = {n: params[n] for n in self.param_names}
+        kl = torch.zeros(())
+        for layer in self.factorized:
+            q_logit = ibp.clip_logit(params[f"{layer}.pi_logit"])
+            y = ibp.relaxed_bernoulli_logit(q_logit, noise[f"{layer}.u_b"], h.temperature)
+            weights[f"{layer}.b"] = torch.sigmoid(y)
+            c = torch.exp(params[f"{layer}.log_c"].clamp(-7.0, 7.0))
+            d = torch.exp(params[f"{layer}.log_d"].clamp(-7.0, 7.0))
+            kl = kl + ibp.ibp_layer_kl(q_logit, c, d, y, noise[f"{layer}.u_v"], self.alpha(layer),
+                                       h.temperature, h.kl_b)
+        return batch.cross_entropy(self.forward(weights, batch.x)) + kl / consts["n_train"]
+
+    def deployed_selection(self, private: State, layer: str) -> torch.Tensor:
+        pi = torch.sigmoid(private[f"{layer}.pi_logit"])
+        return pi * (pi >= self.hyper.eval_threshold).to(pi.dtype)
