@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import click
+import torch
 
 from fedattack.commands.options import data_root_option, parse_pairs
 from fedattack.registry import load_plugin_file
@@ -35,14 +36,17 @@ from fedattack.registry import load_plugin_file
 @click.option("--plugin", "plugins", multiple=True, type=click.Path(dir_okay=False),
               help="A .py file registering a threat model, attack or strategy (repeatable).")
 @click.option("--executor", default="sequential", show_default=True, help="Executor for shadow models.")
+@click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Torch CPU threads (1 is fastest for these small models on a shared machine).")
 @data_root_option
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def evaluate_command(run_dir: str, threat_models: tuple[str, ...], attacks: tuple[str, ...],
                      victims: tuple[str, ...], reconstruction: str, aux_size: int | None,
                      eval_size: int | None, max_queries: int, options: tuple[str, ...], seed: int,
-                     out: str | None, plugins: tuple[str, ...], executor: str, data_root: str | None,
-                     quiet: bool) -> None:
+                     out: str | None, plugins: tuple[str, ...], executor: str, threads: int,
+                     data_root: str | None, quiet: bool) -> None:
     """Run attacks on RUN_DIR as a threat model sees it; one JSON result per victim plus a summary."""
+    torch.set_num_threads(threads)
     for plugin in plugins:
         load_plugin_file(plugin)
     from fedattack.attacks.evaluate import evaluate_run

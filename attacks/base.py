@@ -1,0 +1,139 @@
+"""The attack contract (Foolbox-style): the base class owns the loop, an attack writes `run`.
+
+`Attack.__call__` is final. It checks what the attack requires, derives the attack's random
+generator from the seed, times it, calls `run` with the adversary's inputs only (`Adversary`:
+view, knowledge, reconstructed model; never ground truth), hands the guesses to the attack's
+`score` together with the `GroundTruth`, scores the reconstruction's guesses too, and builds the
+one `AttackResult`. An attack registers itself by defining `name`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, final
+
+import torch
+from torchvision.utils import save_image
+
+from fedattack.attacks.reconstruction.base import Reconstructed, Reconstructor
+from fedattack.attacks.truth import GroundTruth
+from fedattack.attacks.view import Knowledge, Observation, View
+from fedattack.registry import ATTACKS, UserError
+from fedattack.results import AttackResult
+from fedattack.rng import generator
+from fedattack.target import build_dataclass
+
+
+@dataclass(frozen=True, kw_only=True)
+class NoSettings:
+    """An attack without settings."""
+
+
+@dataclass
+class Adversary:
+    """Everything an attack's `run` may use: what the threat model let it see, and its guesses."""
+
+    view: View
+    knowledge: Knowledge
+    obs: Observation  # the victim's observation the model was rebuilt from
+    model: Reconstructed  # the victim's model as the adversary rebuilt it
+    reconstructor: Reconstructor  # the same strategy, to rebuild shadow models
+    executor: str = "sequential"
+
+
+@dataclass
+class Scored:
+    """A scorer's output: numbers for the result, images and tensors to save beside it."""
+
+    metrics: dict[str, float] = field(default_factory=dict)
+    curves: dict[str, list[float]] = field(default_factory=dict)
+    baselines: dict[str, dict[str, float]] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+    images: dict[str, torch.Tensor] = field(default_factory=dict)  # name -> (N, C, H, W) grid rows
+    tensors: dict[str, dict[str, torch.Tensor]] = field(default_factory=dict)
+
+
+class Attack:
+    """Base class: set `name`, `requires`, `Settings`; write `run` (guess) and `score` (judge)."""
+
+    name: ClassVar[str] = ""
+    requires: ClassVar[frozenset[str]] = frozenset()  # "aux", "queries", "evaluation"
+    Settings: ClassVar[type] = NoSettings
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.__dict__.get("name"):
+            ATTACKS.add(cls.name, cls)
+
+    def __init__(self, settings: Any = None) -> None:
+        self.settings = settings if settings is not None else self.Settings()
+
+    @classmethod
+    def from_options(cls, options: dict[str, Any]) -> "Attack":
+        return cls(build_dataclass(cls.Settings, options, f"attack {cls.name}"))
+
+    def run(self, adv: Adversary, gen: torch.Generator) -> Any:
+        """Make the attack's guesses from the adversary's inputs only."""
+        raise NotImplementedError
+
+    def score(self, guesses: Any, truth: GroundTruth) -> Scored:
+        """Judge the guesses against the ground truth (the only place truth is read)."""
+        raise NotImplementedError
+
+    @final
+    def __call__(self, adv: Adversary, truth: GroundTruth, seed: int, result_path: Path,
+                 context: dict[str, Any]) -> AttackResult:
+        self.check(adv, truth)
+        started = time.perf_counter()
+        gen = generator(seed, f"attack:{self.name}", adv.view.victim)
+        guesses = self.run(adv, gen)
+        scored = self.score(guesses, truth)
+        rec_score = adv.reconstructor.strategy.score(adv.view.target, adv.model, truth.private, truth.deployed)
+        seconds = time.perf_counter() - started
+        result = AttackResult(
+            attack=self.name, threat_model=adv.view.threat_model, run=context["run"],
+            victim=adv.view.victim, reconstruction=adv.model.strategy,
+            settings={"attack": dataclasses.asdict(self.settings), **context["settings"]},
+            seed=seed, seconds=round(seconds + context.get("reconstruction_seconds", 0.0), 3),
+            metrics=scored.metrics, curves=scored.curves, baselines=scored.baselines,
+            extra={**context.get("extra", {}), **scored.extra,
+                   "reconstruction": {"strategy": adv.model.strategy, "details": adv.model.details,
+                                      "score": rec_score}},
+            upper_bound=adv.view.upper_bound,
+            note="upper bound: the victim's deployed model, private state included" if adv.view.upper_bound else "")
+        result.artifacts = save_artifacts(scored, result_path)
+        return result
+
+    def check(self, adv: Adversary, truth: GroundTruth) -> None:
+        """Refuse, in one line, an evaluation that lacks what this attack needs."""
+        if "aux" in self.requires and len(adv.knowledge.aux) == 0:
+            raise UserError(f"{self.name} needs auxiliary data; pass --aux-size > 0")
+        if "queries" in self.requires and len(adv.knowledge.queries) < 2:
+            raise UserError(f"{self.name} found no non-members of victim {adv.view.victim}'s classes; "
+                            "leave more of the test split to them (lower --aux-size / --eval-size)")
+        if "evaluation" in self.requires and len(truth.shared.evaluation) < 10:
+            raise UserError(f"{self.name} needs an evaluation classifier; pass --eval-size of at least 10")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.settings!r})"
+
+
+def save_artifacts(scored: Scored, result_path: Path) -> dict[str, str]:
+    """Images as PNG grids (one row each) and tensors as .pt, in a folder named after the result."""
+    if not scored.images and not scored.tensors:
+        return {}
+    folder = result_path.with_suffix("")
+    folder.mkdir(parents=True, exist_ok=True)
+    out = {}
+    for name, images in scored.images.items():
+        path = folder / f"{name}.png"
+        save_image(images.clamp(0, 1), path, nrow=max(1, len(images)), padding=1, pad_value=1.0)
+        out[name] = path.relative_to(result_path.parent).as_posix()
+    for name, tensors in scored.tensors.items():
+        path = folder / f"{name}.pt"
+        torch.save({k: v.detach().contiguous().clone() for k, v in tensors.items()}, path)
+        out[name] = path.relative_to(result_path.parent).as_posix()
+    return out

@@ -1,0 +1,62 @@
+"""The evaluation classifier that labels inversion results (scorer side).
+
+Trained separately, on the evaluation pool of the test split (data no client holds), with the
+attacked run's architecture in its plain form; a fifth of the pool is held out to report its
+own accuracy, which every inversion result carries (the WAFFLe paper reports 96.67%).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from fedattack.attacks.data import Samples
+from fedattack.models import build_model
+from fedattack.rng import generator
+from fedattack.target import State, initial_weights
+
+HOLDOUT = 0.2
+MIN_STEPS = 1000
+
+
+@dataclass
+class EvalClassifier:
+    model: nn.Module
+    params: State
+    accuracy: float
+    train_size: int
+    test_size: int
+
+    def predict(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            return torch.func.functional_call(self.model, self.params, (x,)).argmax(1)
+
+
+def train_eval_classifier(model_name: str, data: Samples, num_classes: int, seed: int,
+                          epochs: int = 30, batch_size: int = 64, lr: float = 1e-3) -> EvalClassifier:
+    """Adam on cross-entropy for `epochs` (at least MIN_STEPS steps), reproducible from `seed`."""
+    gen = generator(seed, "eval-classifier")
+    order = torch.randperm(len(data), generator=gen)
+    n_test = max(1, int(HOLDOUT * len(data)))
+    test, train = data.take(order[:n_test]), data.take(order[n_test:])
+    model = build_model(model_name, tuple(data.x.shape[1:]), num_classes)
+    params = {k: v.requires_grad_(True) for k, v in initial_weights(model, gen).items()}
+    opt = torch.optim.Adam(params.values(), lr=lr)
+    batches = math.ceil(len(train) / batch_size)
+    epochs = max(epochs, math.ceil(MIN_STEPS / max(1, batches)))
+    for _ in range(epochs):
+        perm = torch.randperm(len(train), generator=gen)
+        for i in range(0, len(train), batch_size):
+            idx = perm[i:i + batch_size]
+            loss = F.cross_entropy(torch.func.functional_call(model, params, (train.x[idx],)), train.y[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    frozen = {k: v.detach() for k, v in params.items()}
+    clf = EvalClassifier(model, frozen, 0.0, len(train), len(test))
+    clf.accuracy = float((clf.predict(test.x) == test.y).float().mean())
+    return clf

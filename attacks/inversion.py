@@ -1,0 +1,137 @@
+"""`inversion`: model inversion by gradient descent on the input (Fredrikson et al., CCS 2015).
+
+MI-FACE, per class c: start from x = 0, step x <- clip(x - lr * grad c(x)) with the cost
+c(x) = 1 - p_c(x) (or `loss=ce`: -log p_c(x)), keep the input in the valid pixel range [0, 1],
+stop a class after `steps`, or when its cost is no lower than the worst of its last `patience`
+costs (Fredrikson's stopping rule), and return the lowest-cost input seen. All classes run
+together as one batch; the model has no batch statistics, so they do not interact.
+
+Scoring (the WAFFLe paper's Table 4, after Zhang et al. 2020): PSNR (scikit-image,
+data_range=1) between each reconstruction and the victim's mean training image of that class,
+over the classes the victim holds; attack accuracy: the share of those reconstructions an
+evaluation classifier, trained separately on data no client holds, labels as their class.
+The same two numbers over every class (PSNR against the train split's class means) are kept
+as `psnr_all_classes` and `attack_accuracy_all_classes`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+import numpy as np
+import torch
+from skimage.metrics import peak_signal_noise_ratio
+
+from fedattack.attacks.base import Adversary, Attack, Scored
+from fedattack.attacks.truth import GroundTruth
+from fedattack.registry import UserError
+from fedattack.target import State, Target
+
+
+@dataclass(frozen=True, kw_only=True)
+class InversionSettings:
+    """steps: most gradient steps (alpha). lr: step size (lambda). patience: Fredrikson's beta.
+    loss: fredrikson (1 - p_c) or ce (-log p_c). init: zeros, gray or aux-mean."""
+
+    steps: int = 5000
+    lr: float = 0.1
+    patience: int = 100
+    loss: str = "fredrikson"
+    init: str = "zeros"
+
+    def __post_init__(self) -> None:
+        if self.steps < 1 or self.lr <= 0 or self.patience < 1:
+            raise UserError("inversion needs steps >= 1, lr > 0 and patience >= 1")
+        if self.loss not in {"fredrikson", "ce"}:
+            raise UserError(f"inversion loss={self.loss!r}: use fredrikson or ce")
+        if self.init not in {"zeros", "gray", "aux-mean"}:
+            raise UserError(f"inversion init={self.init!r}: use zeros, gray or aux-mean")
+
+
+@dataclass
+class InversionGuesses:
+    images: torch.Tensor  # (classes, C, H, W), one reconstruction per class
+    confidence: list[float]  # the model's p_c on each
+    steps: list[int]
+
+
+class Inversion(Attack):
+    """Model inversion per class by projected gradient descent on the input (Fredrikson et al. 2015)."""
+
+    name = "inversion"
+    requires = frozenset({"evaluation"})
+    Settings = InversionSettings
+
+    def run(self, adv: Adversary, gen: torch.Generator) -> InversionGuesses:
+        target, s = adv.view.target, self.settings
+        x0 = self.start(target, adv.knowledge.aux.x)
+        return invert(target, adv.model.params, x0, s)
+
+    def start(self, target: Target, aux_x: torch.Tensor) -> torch.Tensor:
+        shape = (target.num_classes, *aux_x.shape[1:])
+        if self.settings.init == "zeros":
+            return torch.zeros(shape)
+        if self.settings.init == "gray" or len(aux_x) == 0:
+            return torch.full(shape, 0.5)
+        return aux_x.mean(0, keepdim=True).expand(shape).clone()
+
+    def score(self, guesses: InversionGuesses, truth: GroundTruth) -> Scored:
+        recs = guesses.images
+        classes = list(range(len(recs)))
+        means = truth.class_means()
+        held = sorted(c for c in means if c < len(recs))
+        clf = truth.shared.classifier()
+        labels = clf.predict(recs)
+        all_means = truth.shared.train_class_means
+        psnr_held = [psnr(means[c], recs[c]) for c in held]
+        psnr_all = [psnr(all_means[c], recs[c]) for c in classes]
+        metrics = {"psnr": _mean(psnr_held), "attack_accuracy": _mean([float(labels[c] == c) for c in held]),
+                   "eval_classifier_accuracy": clf.accuracy, "psnr_all_classes": _mean(psnr_all),
+                   "attack_accuracy_all_classes": _mean([float(labels[c] == c) for c in classes])}
+        mean_row = torch.stack([means.get(c, torch.zeros_like(recs[0])) for c in classes])
+        extra = {"inversion": {"victim_classes": held, "psnr_per_class": dict(zip(map(str, held), psnr_held)),
+                               "eval_labels": labels.tolist(), "confidence": guesses.confidence,
+                               "steps": guesses.steps, "eval_classifier_train": clf.train_size,
+                               "eval_classifier_test": clf.test_size}}
+        tensors = {"reconstructions": {"images": recs, "confidence": torch.tensor(guesses.confidence)}}
+        return Scored(metrics=metrics, extra=extra, images={"inversion": recs, "class_means": mean_row},
+                      tensors=tensors)
+
+
+def invert(target: Target, params: State, x0: torch.Tensor, s: InversionSettings) -> InversionGuesses:
+    """Projected gradient descent on every class's input at once (see the module docstring)."""
+    classes = torch.arange(len(x0))
+    params = {k: v.detach() for k, v in params.items()}
+    x = x0.clone()
+    best_x, best_cost = x.clone(), torch.full((len(x0),), float("inf"))
+    history: list[torch.Tensor] = []
+    active = torch.ones(len(x0), dtype=torch.bool)
+    steps = torch.zeros(len(x0), dtype=torch.long)
+    for _ in range(s.steps):
+        xg = x.clone().requires_grad_(True)
+        logp = target.forward(params, xg).log_softmax(1)[classes, classes]
+        cost = 1.0 - logp.exp() if s.loss == "fredrikson" else -logp
+        (grad,) = torch.autograd.grad(cost.sum(), xg)
+        c = cost.detach()
+        better = active & (c < best_cost)
+        best_cost[better], best_x[better] = c[better], x[better]
+        if len(history) >= s.patience:
+            stalled = c >= torch.stack(history[-s.patience:]).max(0).values
+            active &= ~stalled
+        history.append(c)
+        if not active.any():
+            break
+        step = (s.lr * grad).where(active.view(-1, *[1] * (x.dim() - 1)), torch.zeros(()))
+        x = (x - step).clamp(0.0, 1.0)
+        steps += active.long()
+    with torch.no_grad():
+        conf = target.forward(params, best_x).softmax(1)[classes, classes]
+    return InversionGuesses(best_x, conf.tolist(), steps.tolist())
+
+
+def psnr(reference: torch.Tensor, image: torch.Tensor) -> float:
+    return float(peak_signal_noise_ratio(reference.numpy().astype(np.float64),
+                                         image.detach().numpy().astype(np.float64), data_range=1.0))
+
+
+def _mean(values: list[float]) -> float:
+    return float(np.mean(values)) if values else float("nan")

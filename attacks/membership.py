@@ -1,0 +1,167 @@
+"""`membership`: shadow-model membership inference (Shokri et al., S&P 2017).
+
+k shadow clients repeat the victim's local training (method, model, recipe, data size and class
+mix) on auxiliary data; each is rebuilt with the victim's reconstruction strategy and queried on
+its own training records ("in") and on same-class records it never saw ("out"). Per class, an
+attack classifier (scikit-learn) learns in/out from the shadows' output vectors and then judges
+the victim model's outputs on the queries. Beside it, the loss-threshold attack (Yeom et al.
+2018) with its threshold set on the shadows: the sanity baseline.
+
+Deviation, stated: features are log-probabilities by default (`features=probs` gives Shokri's
+raw probability vectors); near 1 a probability loses the digits that separate members.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+import warnings
+from typing import Any
+
+import numpy as np
+import torch
+from sklearn.ensemble import HistGradientBoostingClassifier
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.linear_model import LogisticRegression
+from sklearn.neural_network import MLPClassifier
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from threadpoolctl import threadpool_limits
+
+from fedattack.attacks.base import Adversary, Attack, Scored
+from fedattack.attacks.membership_metrics import all_metrics, best_threshold
+from fedattack.attacks.reconstruction.base import log_probs
+from fedattack.attacks.shadow import ShadowData, ShadowModels, shadow_splits
+from fedattack.attacks.truth import GroundTruth
+from fedattack.registry import UserError
+from fedattack.target import Target
+
+CLASSIFIERS = ("mlp", "logreg", "gbdt")
+MIN_PER_SIDE = 4  # fewer in or out records of a class than this: use the all-class model
+
+
+@dataclass(frozen=True, kw_only=True)
+class MembershipSettings:
+    """shadows: k. classifier: mlp, logreg or gbdt. features: log-probs or probs.
+    shadow_in_fraction: the largest share of an auxiliary class one shadow trains on."""
+
+    shadows: int = 3
+    classifier: str = "mlp"
+    features: str = "log-probs"
+    shadow_in_fraction: float = 0.667
+
+    def __post_init__(self) -> None:
+        if self.shadows < 1:
+            raise UserError(f"membership shadows={self.shadows} must be at least 1")
+        if self.classifier not in CLASSIFIERS:
+            raise UserError(f"membership classifier={self.classifier!r}: use one of {', '.join(CLASSIFIERS)}")
+        if self.features not in {"log-probs", "probs"}:
+            raise UserError(f"membership features={self.features!r}: use log-probs or probs")
+        if not 0.0 < self.shadow_in_fraction < 1.0:
+            raise UserError("membership shadow_in_fraction must be between 0 and 1")
+
+
+@dataclass
+class MembershipGuesses:
+    """Per query: the attack's membership score and 0/1 guess, and the baseline's."""
+
+    scores: np.ndarray
+    predicted: np.ndarray
+    loss_scores: np.ndarray
+    loss_predicted: np.ndarray
+    info: dict[str, Any]
+
+
+class Membership(Attack):
+    """Shadow-model membership inference (Shokri et al. 2017) with a loss-threshold baseline."""
+
+    name = "membership"
+    requires = frozenset({"aux", "queries"})
+    Settings = MembershipSettings
+
+    def run(self, adv: Adversary, gen: torch.Generator) -> MembershipGuesses:
+        s, target, know = self.settings, adv.view.target, adv.knowledge
+        seed = int(torch.randint(2**62, (1,), generator=gen))
+        splits = shadow_splits(know.aux, know.victim_class_counts, s.shadows, s.shadow_in_fraction, seed)
+        solo = "deployed" in adv.reconstructor.strategy.needs
+        shadows = ShadowModels(target, adv.executor, seed, adv.view.victim).train(adv.obs, splits, solo)
+        rows = [self.records(target, adv.reconstructor(sh.obs, key=j + 1).params, sh.data, seed + j)
+                for j, sh in enumerate(shadows)]
+        feats, labels, member, losses = (np.concatenate(parts) for parts in zip(*rows))
+        models = fit_attack_models(feats, labels, member, s.classifier, seed)
+        queries = know.queries
+        q_logp = log_probs(target, adv.model.params, queries.x)
+        q_labels = queries.y.numpy()
+        scores = predict_membership(models, self.features(q_logp), q_labels)
+        q_loss = -q_logp[torch.arange(len(queries)), queries.y].numpy()
+        threshold = best_threshold(-losses, member)
+        info = {"shadow_sizes": [{"in": len(d.trained), "out": len(d.held_out)} for d in splits],
+                "attack_training_records": int(len(member)), "per_class_models": sorted(models["per_class"]),
+                "loss_threshold": -threshold, "queries": len(queries)}
+        return MembershipGuesses(scores, (scores >= 0.5).astype(int), -q_loss,
+                                 (-q_loss >= threshold).astype(int), info)
+
+    def features(self, logp: torch.Tensor) -> np.ndarray:
+        out = logp.clamp_min(-50.0) if self.settings.features == "log-probs" else logp.exp()
+        return out.numpy().astype(np.float64)
+
+    def records(self, target: Target, params: dict, data: ShadowData, seed: int) -> tuple[np.ndarray, ...]:
+        """A shadow's balanced in/out records per class: features, class, membership, loss."""
+        both = [data.trained, data.held_out]
+        logps = [log_probs(target, params, d.x) for d in both]
+        rng = np.random.default_rng(seed)
+        keep: list[list[np.ndarray]] = [[], []]
+        for c in np.unique(data.trained.y.numpy()):
+            idx = [np.flatnonzero(d.y.numpy() == c) for d in both]
+            k = min(len(i) for i in idx)
+            for side in (0, 1):
+                keep[side].append(rng.choice(idx[side], size=k, replace=False))
+        parts = []
+        for side, (d, lp) in enumerate(zip(both, logps)):
+            sel = np.concatenate(keep[side]) if keep[side] else np.zeros(0, np.int64)
+            y = d.y.numpy()[sel]
+            loss = -lp[torch.as_tensor(sel), torch.as_tensor(y)].numpy() if len(sel) else np.zeros(0)
+            parts.append((self.features(lp[torch.as_tensor(sel)]), y, np.full(len(sel), 1 - side), loss))
+        return tuple(np.concatenate(p) for p in zip(*parts))
+
+    def score(self, guesses: MembershipGuesses, truth: GroundTruth) -> Scored:
+        is_member = truth.is_member.astype(int)
+        metrics, curves = all_metrics(is_member, guesses.predicted, guesses.scores)
+        baseline, _ = all_metrics(is_member, guesses.loss_predicted, guesses.loss_scores)
+        extra = {"membership": {**guesses.info, "members": int(is_member.sum()),
+                                "nonmembers": int((1 - is_member).sum()),
+                                "fpr_resolution": 1.0 / max(1, int((1 - is_member).sum()))}}
+        return Scored(metrics=metrics, curves=curves, baselines={"loss-threshold": baseline}, extra=extra)
+
+
+def make_classifier(kind: str, seed: int) -> Any:
+    rs = seed % (2**32)
+    if kind == "mlp":
+        return make_pipeline(StandardScaler(), MLPClassifier((64,), max_iter=500, random_state=rs))
+    if kind == "logreg":
+        return make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000))
+    return HistGradientBoostingClassifier(random_state=rs)
+
+
+def fit_attack_models(feats: np.ndarray, labels: np.ndarray, member: np.ndarray, kind: str,
+                      seed: int) -> dict[str, Any]:
+    """One classifier per class with enough in and out records, and one over all classes."""
+    if len(np.unique(member)) < 2:
+        raise UserError("the shadow models produced no in/out pair of records; raise --aux-size")
+    per_class = {}
+    with warnings.catch_warnings(), threadpool_limits(1):  # tiny problems: threads only contend
+        warnings.simplefilter("ignore", ConvergenceWarning)  # small shadow sets stop the MLP early
+        for c in np.unique(labels):
+            rows = labels == c
+            if min((member[rows] == 1).sum(), (member[rows] == 0).sum()) >= MIN_PER_SIDE:
+                per_class[int(c)] = make_classifier(kind, seed + int(c)).fit(feats[rows], member[rows])
+        overall = make_classifier(kind, seed).fit(feats, member)
+    return {"per_class": per_class, "overall": overall}
+
+
+def predict_membership(models: dict[str, Any], feats: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    scores = np.zeros(len(labels))
+    for c in np.unique(labels):
+        rows = labels == c
+        model = models["per_class"].get(int(c), models["overall"])
+        scores[rows] = model.predict_proba(feats[rows])[:, 1]
+    return scores

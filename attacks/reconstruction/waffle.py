@@ -1,0 +1,164 @@
+"""WAFFLe's hidden factor selection: ways to guess it (the truth is the oracle's `true`).
+
+The uplink carries the whole dictionary {W_a, W_b, r} of every factorised layer (and the
+layers that are not factorised), but not the client's selection b that turns the dictionary
+into its weights W = W_a diag(r * b) W_b. An adversary must guess b:
+
+  factors-all-on    b = 1: every factor on (what a client that never trained deploys)
+  factors-prior     b drawn from the IBP stick-breaking prior with the method's public alpha
+  factors-prior-mean  b = the prior's mean (alpha/(alpha+1))^k, where every client's posterior
+                    starts (an adaptive guess the paper did not consider: a client that
+                    trained little stays close to it)
+  factors-inferred  b = 1 for the factors the client's update changed: a factor k reaches the
+                    loss only through r_k b_k, so its columns W_a[:, k], W_b[k, :] move in
+                    proportion to b_k. The change of each factor (uplink minus the downlink
+                    of the same round), divided by the known scale |r_k| * |other half|, is
+                    split into "moved" and "still" by two-means on its logarithm.
+
+`score` (scorer only) counts how many factors a guess gets right against the deployed b,
+a factor counting as on when its b >= 0.5.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from fedattack.attacks.reconstruction.base import Reconstructed, Strategy
+from fedattack.attacks.view import Knowledge, Observation
+from fedattack.models import ibp
+from fedattack.models.layers import factorized_modules
+from fedattack.target import State, Target
+
+WAFFLE = ("waffle-ibp", "waffle-l1")
+ON = 0.5
+
+
+def layers_of(target: Target) -> dict[str, int]:
+    return {n: m.num_factors for n, m in factorized_modules(target.model).items()}
+
+
+def alpha_of(target: Target, layer: str, factors: int) -> float:
+    """The IBP prior's alpha for a layer: public, like every hyperparameter of the method."""
+    return float(target.alpha(layer)) if hasattr(target, "alpha") else float(factors)
+
+
+class FactorGuess(Strategy):
+    """Shared part of the WAFFLe strategies: uplink dictionary plus a guessed `{layer}.b`."""
+
+    methods = WAFFLE
+    replaces_generic = True
+
+    def unsupported(self, target: Target) -> str | None:
+        return None if layers_of(target) else f"{target.name}'s model has no factorised layer"
+
+    def selection(self, target: Target, obs: Observation, layer: str, factors: int,
+                  gen: torch.Generator) -> torch.Tensor:
+        raise NotImplementedError
+
+    def reconstruct(self, target: Target, obs: Observation, knowledge: Knowledge,
+                    gen: torch.Generator) -> Reconstructed:
+        assert obs.up is not None
+        params = {n: obs.up[n] for n in target.param_names}
+        guesses = {f"{layer}.b": self.selection(target, obs, layer, f, gen)
+                   for layer, f in layers_of(target).items()}
+        details = {"source": f"uplink of round {obs.round}",
+                   "factors_on": {k[:-2]: int((v >= ON).sum()) for k, v in guesses.items()},
+                   "factors": layers_of(target)}
+        return Reconstructed(self.name, {**params, **guesses}, details, guesses)
+
+    def score(self, target: Target, rec: Reconstructed, true_private: State,
+              true_deployed: State) -> dict[str, Any]:
+        per_layer = {}
+        for name, guess in rec.guesses.items():
+            truth = true_deployed[name] >= ON
+            g = guess >= ON
+            per_layer[name[:-2]] = {"factors": int(g.numel()), "true_on": int(truth.sum()),
+                                    "guessed_on": int(g.sum()), "correct": int((g == truth).sum()),
+                                    "on_found": int((g & truth).sum())}
+        total = {k: sum(v[k] for v in per_layer.values()) for k in
+                 ("factors", "true_on", "guessed_on", "correct", "on_found")}
+        return {"factor_selection": {"total": total, "layers": per_layer,
+                                     "rule": f"a factor is on when b >= {ON}"}}
+
+
+class AllOn(FactorGuess):
+    """Every factor on (b = 1), the selection of a client that never trained."""
+
+    name = "factors-all-on"
+    rank = 3
+
+    def selection(self, target: Target, obs: Observation, layer: str, factors: int,
+                  gen: torch.Generator) -> torch.Tensor:
+        return torch.ones(factors)
+
+
+class Prior(FactorGuess):
+    """A draw from the IBP stick-breaking prior with the method's public alpha."""
+
+    name = "factors-prior"
+    methods = ("waffle-ibp",)
+    rank = 4
+
+    def selection(self, target: Target, obs: Observation, layer: str, factors: int,
+                  gen: torch.Generator) -> torch.Tensor:
+        alpha = alpha_of(target, layer, factors)
+        sticks = torch.rand(factors, generator=gen) ** (1.0 / alpha)  # Beta(alpha, 1) by inverse CDF
+        probs = torch.cumprod(sticks, 0)
+        return (torch.rand(factors, generator=gen) < probs).float()
+
+
+class PriorMean(FactorGuess):
+    """The IBP prior's mean selection, where every client's variational posterior starts."""
+
+    name = "factors-prior-mean"
+    methods = ("waffle-ibp",)
+    rank = 2
+
+    def selection(self, target: Target, obs: Observation, layer: str, factors: int,
+                  gen: torch.Generator) -> torch.Tensor:
+        return ibp.prior_mean_probs(alpha_of(target, layer, factors), factors)
+
+
+class Inferred(FactorGuess):
+    """The factors the client's update moved (uplink against the same round's downlink)."""
+
+    name = "factors-inferred"
+    needs = frozenset({"up", "down"})
+    rank = 1
+
+    def selection(self, target: Target, obs: Observation, layer: str, factors: int,
+                  gen: torch.Generator) -> torch.Tensor:
+        assert obs.up is not None and obs.down is not None
+        scores = movement(obs.down, obs.up, layer)
+        return two_means_high(torch.log(scores.clamp_min(1e-30)))
+
+
+def movement(down: State, up: State, layer: str) -> torch.Tensor:
+    """Per-factor change, each half divided by the scale it is multiplied by in the gradient."""
+    a0, b0, r0 = (down[f"{layer}.{p}"].double() for p in ("W_a", "W_b", "r"))
+    a1, b1 = up[f"{layer}.W_a"].double(), up[f"{layer}.W_b"].double()
+    r_scale = r0.abs() + 1e-12
+    move_a = (a1 - a0).norm(dim=0) / (r_scale * b0.norm(dim=1) + 1e-12)
+    move_b = (b1 - b0).norm(dim=1) / (r_scale * a0.norm(dim=0) + 1e-12)
+    return (move_a + move_b).float()
+
+
+def two_means_high(values: torch.Tensor) -> torch.Tensor:
+    """1 for the values in the upper of the two clusters minimising within-cluster squares."""
+    v = values.double()
+    order = torch.argsort(v)
+    s = v[order]
+    n = len(s)
+    if n < 2 or float(s[-1] - s[0]) == 0.0:
+        return torch.ones(n)
+    best, cut = float("inf"), 1
+    for i in range(1, n):
+        lo, hi = s[:i], s[i:]
+        sse = float(((lo - lo.mean()) ** 2).sum() + ((hi - hi.mean()) ** 2).sum())
+        if sse < best:
+            best, cut = sse, i
+    out = torch.zeros(n)
+    out[order[cut:]] = 1.0
+    return out

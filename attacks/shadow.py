@@ -1,0 +1,104 @@
+"""Shadow models (Shokri et al. 2017): clients the adversary trains itself, like the victim.
+
+Each shadow is a "client" of the attacked method holding auxiliary data with the victim's size
+and class mix, started from the downlink the victim started from (or, with no downlink in the
+view, from a fresh initialisation) and trained with the method's own `client_update` through
+the executor API, so a faster executor trains them faster. What comes out has the shape of an
+`Observation`, so the adversary rebuilds each shadow exactly as it rebuilt the victim.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from fedattack.attacks.data import Samples
+from fedattack.attacks.view import Observation
+from fedattack.federation.executors import ClientJob, make_executor
+from fedattack.rng import derive_seed, generator, numpy_rng
+from fedattack.target import ClientContext, LocalData, State, Target
+from fedattack.training import sequential_train
+from fedattack.wire import Payload
+
+
+@dataclass(frozen=True)
+class ShadowData:
+    """A shadow's training records ("in") and same-class records it never saw ("out")."""
+
+    trained: Samples
+    held_out: Samples
+
+
+@dataclass(frozen=True)
+class Shadow:
+    data: ShadowData
+    obs: Observation
+
+
+def shadow_splits(aux: Samples, class_counts: list[int], count: int, in_fraction: float,
+                  seed: int) -> list[ShadowData]:
+    """Per shadow and class c: min(victim's count, in_fraction of aux's class c) in, the rest out.
+
+    Shadows draw independently, so their data overlap (as in Shokri et al.); within one shadow,
+    in and out are disjoint.
+    """
+    groups = aux.by_class()
+    splits = []
+    for j in range(count):
+        rng = numpy_rng(seed, "shadow-split", j)
+        ins, outs = [], []
+        for c, want in enumerate(class_counts):
+            have = groups.get(c)
+            if not want or have is None or len(have) < 2:
+                continue
+            order = rng.permutation(have)
+            k = max(1, min(want, int(in_fraction * len(have))))
+            ins.append(order[:k])
+            outs.append(order[k:])
+        ins_idx = np.concatenate(ins) if ins else np.zeros(0, np.int64)
+        outs_idx = np.concatenate(outs) if outs else np.zeros(0, np.int64)
+        splits.append(ShadowData(aux.take(rng.permutation(ins_idx)), aux.take(outs_idx)))
+    return splits
+
+
+class ShadowModels:
+    """Trains shadow clients of `target` through the named executor."""
+
+    def __init__(self, target: Target, executor: str, seed: int, victim: int) -> None:
+        self.target, self.executor_name = target, executor
+        self.seed, self.victim = seed, victim
+
+    def train(self, start: Observation, datas: list[ShadowData], solo_deployed: bool) -> list[Shadow]:
+        executor = make_executor(self.executor_name)
+        trainer = getattr(executor, "trainer", sequential_train)
+        rnd = start.round or 0
+        jobs, servers = [], []
+        for j, data in enumerate(datas):
+            server, down = self._start(start, j)
+            gen = generator(self.seed, "shadow-private", self.victim, j)
+            private = self.target.init_private(self.victim, server, gen)
+            ctx = ClientContext(rnd, self.victim, derive_seed(self.seed, "shadow", self.victim, j), trainer)
+            local = LocalData(data.trained.x, data.trained.y, data.trained.x[:0], data.trained.y[:0])
+            jobs.append(ClientJob(self.victim, down, private, local, ctx))
+            servers.append(server)
+        results = executor.run(self.target, jobs)
+        shadows = []
+        for data, job, server, (up, private) in zip(datas, jobs, servers, results):
+            deployed = self._solo(server, up, private, len(data.trained), rnd) if solo_deployed else None
+            shadows.append(Shadow(data, Observation(start.round, job.down, up, deployed)))
+        return shadows
+
+    def _start(self, start: Observation, j: int) -> tuple[State, Payload]:
+        if start.down is not None:
+            return dict(start.down), dict(start.down)
+        server = self.target.init_server(generator(self.seed, "shadow-init", self.victim, j))
+        return server, self.target.broadcast(server, self.victim, start.round or 0)
+
+    def _solo(self, server: State, up: Payload, private: State, n: int, rnd: int) -> State:
+        """What this shadow would deploy had it been the round's only client."""
+        try:
+            merged = self.target.aggregate(server, [up], [float(n)], rnd) if up else server
+        except (KeyError, IndexError, ValueError, RuntimeError):
+            merged = {**server, **up}
+        return self.target.deployed(merged, private)

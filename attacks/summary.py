@@ -1,0 +1,57 @@
+"""`summary.json`: mean and standard deviation over victims of every attack's metrics.
+
+One group per (attack, threat model, reconstruction); victims whose result is not applicable
+are counted but not averaged. The standard deviation is the population one (numpy's default,
+ddof=0). Its schema differs from a result's, so reports never mistake it for one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fedattack.results import AttackResult
+
+SUMMARY_SCHEMA = "fedattack.summary/1"
+
+
+def summarize(results: list[AttackResult]) -> list[dict[str, Any]]:
+    groups: dict[tuple[str, str, str], list[AttackResult]] = {}
+    for r in results:
+        groups.setdefault((r.attack, r.threat_model, r.reconstruction), []).append(r)
+    return [group_summary(key, rs) for key, rs in sorted(groups.items())]
+
+
+def group_summary(key: tuple[str, str, str], results: list[AttackResult]) -> dict[str, Any]:
+    ok = [r for r in results if r.applicable]
+    metrics = stats([r.metrics for r in ok])
+    baselines = {b: stats([r.baselines[b] for r in ok if b in r.baselines])
+                 for b in sorted({b for r in ok for b in r.baselines})}
+    return {"attack": key[0], "threat_model": key[1], "reconstruction": key[2],
+            "victims": [r.victim for r in results], "applicable": len(ok),
+            "upper_bound": any(r.upper_bound for r in results), "metrics": metrics,
+            "baselines": baselines, "notes": sorted({r.note for r in results if r.note})}
+
+
+def stats(rows: list[dict[str, float]]) -> dict[str, dict[str, float]]:
+    out = {}
+    for name in sorted({k for row in rows for k in row}):
+        values = [float(row[name]) for row in rows if name in row and math.isfinite(float(row[name]))]
+        if values:
+            out[name] = {"mean": float(np.mean(values)), "std": float(np.std(values)), "n": len(values)}
+    return out
+
+
+def write_summary(path: Path, result_files: list[Path]) -> Path:
+    results = [AttackResult.load(p) for p in result_files]
+    data = {"schema": SUMMARY_SCHEMA, "results": [p.name for p in result_files],
+            "groups": summarize(results)}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.partial")
+    tmp.write_text(json.dumps(data, indent=1))
+    tmp.replace(path)
+    return path

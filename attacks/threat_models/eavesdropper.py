@@ -1,0 +1,20 @@
+"""`eavesdropper`: one client's channel, both directions, every recorded round.
+
+The seeds' adversary: "updates are intercepted" on the way between one client and the server.
+It sees what the server sent the victim and what the victim sent back, nothing else.
+"""
+
+from __future__ import annotations
+
+from fedattack.attacks.threat_models.base import ThreatModel
+from fedattack.attacks.view import Channel
+
+
+class Eavesdropper(ThreatModel):
+    """Intercepts the victim's channel: every downlink to it and every uplink from it."""
+
+    name = "eavesdropper"
+    observes = "the victim's channel, both directions, every recorded round"
+
+    def channels(self, victim: int) -> list[Channel]:
+        return [Channel(victim, "downlink"), Channel(victim, "uplink")]

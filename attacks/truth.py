@@ -1,0 +1,96 @@
+"""Ground truth: who is a member, the victim's real images, its private state. Scorers only.
+
+Nothing in here is ever passed to an attack's `run`. `build` returns two objects of different
+types: the adversary's `Knowledge` (auxiliary data, the unlabelled membership queries, the
+assumed size and class mix) and the scorer's `GroundTruth` (which queries are members, the
+victim's training images and class means, its private state and deployed model).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from fedattack.attacks.data import Pools, Samples, sample_class_mix
+from fedattack.attacks.view import Knowledge
+from fedattack.federation.loop import client_data
+from fedattack.rng import numpy_rng
+from fedattack.target import State
+
+
+@dataclass
+class SharedTruth:
+    """Scorer resources shared by every victim of one evaluation (built lazily, once)."""
+
+    evaluation: Samples
+    train_class_means: torch.Tensor  # (classes, C, H, W): the train split's class means
+    make_classifier: Callable[[], Any]
+    _classifier: Any = field(default=None, repr=False)
+
+    def classifier(self) -> Any:
+        if self._classifier is None:
+            self._classifier = self.make_classifier()
+        return self._classifier
+
+
+@dataclass(frozen=True)
+class GroundTruth:
+    """What the scorer compares the attack's guesses with."""
+
+    victim: int
+    members: Samples
+    is_member: np.ndarray  # aligned with Knowledge.queries
+    private: State
+    deployed: State
+    shared: SharedTruth
+
+    def class_means(self) -> dict[int, torch.Tensor]:
+        """The victim's mean training image of each class it holds."""
+        return {c: self.members.x[idx].mean(0) for c, idx in self.members.by_class().items()}
+
+
+def build(fed: Any, dataset: Any, partition: Any, victim: int, pools: Pools, shared: SharedTruth,
+          seed: int, max_queries: int) -> tuple[Knowledge, GroundTruth]:
+    """The adversary's knowledge and the scorer's truth for one victim."""
+    target = fed.target()
+    data = client_data(dataset, partition, victim)
+    members = Samples(data.x_train, data.y_train)
+    queries, is_member = membership_queries(members, pools.nonmember, seed, victim, max_queries)
+    counts = members.class_counts(target.num_classes)
+    knowledge = Knowledge(aux=pools.aux, queries=queries, victim_size=len(members),
+                          victim_class_counts=counts)
+    private = fed.private_state(victim)
+    truth = GroundTruth(victim=victim, members=members, is_member=is_member, private=private,
+                        deployed=target.deployed(fed.server_state(), private), shared=shared)
+    return knowledge, truth
+
+
+def membership_queries(members: Samples, pool: Samples, seed: int, victim: int,
+                       max_queries: int) -> tuple[Samples, np.ndarray]:
+    """A balanced, shuffled set: k_c members and k_c non-members of each class c the victim holds.
+
+    k_c is what both sides can supply (scaled down so members total at most `max_queries`), so
+    non-members match the members' class mix and class alone tells nothing.
+    """
+    rng = numpy_rng(seed, "queries", victim)
+    mine, theirs = members.by_class(), pool.by_class()
+    k = {c: min(len(idx), len(theirs.get(c, ()))) for c, idx in mine.items()}
+    total = sum(k.values())
+    if total > max_queries > 0:
+        k = {c: int(v * max_queries // total) for c, v in k.items()}
+    member_idx = sample_class_mix(members, k, rng)
+    nonmember_idx = sample_class_mix(pool, k, rng)
+    both = Samples.concat([members.take(member_idx), pool.take(nonmember_idx)])
+    labels = np.r_[np.ones(len(member_idx), bool), np.zeros(len(nonmember_idx), bool)]
+    order = rng.permutation(len(labels))
+    return both.take(order), labels[order]
+
+
+def train_class_means(dataset: Any) -> torch.Tensor:
+    """Each class's mean image over the whole train split (the "all classes" PSNR reference)."""
+    x, y = dataset.x_train, dataset.y_train
+    return torch.stack([x[y == c].mean(0) if (y == c).any() else torch.zeros_like(x[0])
+                        for c in range(dataset.num_classes)])
