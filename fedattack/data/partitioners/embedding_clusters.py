@@ -79,7 +79,11 @@ def embeddings(dataset_name: str, labels: np.ndarray, options: EmbeddingClusters
     from fedattack.data import load_dataset
     from fedattack.models.zoo.cgau import ExtractorSpec, build_extractor, embed
 
-    data = load_dataset(dataset_name, options.data_root or None)
+    try:
+        data = load_dataset(dataset_name, options.data_root or None)
+    except UserError as exc:
+        raise UserError(f"{exc} (embedding-clusters reads the images itself and does not see "
+                        "--data-root: set FEDATTACK_DATA or --partition-opt data_root=DIR)") from None
     if len(data.y_train) != len(labels) or not np.array_equal(data.y_train.numpy(), labels):
         raise UserError(f"embedding-clusters needs the train split of {dataset_name!r} itself; "
                         "the labels given do not match it")

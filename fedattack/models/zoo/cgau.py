@@ -206,7 +206,11 @@ def train_central(net: nn.Module, spec: ExtractorSpec, input_shape: tuple[int, i
     from fedattack.rng import generator
     from fedattack.target import initial_weights
 
-    data = load_dataset(spec.dataset, spec.data_root or None)
+    try:
+        data = load_dataset(spec.dataset, spec.data_root or None)
+    except UserError as exc:
+        raise UserError(f"{exc} (the central extractor reads its data itself and does not see "
+                        "--data-root: set FEDATTACK_DATA or the data_root setting)") from None
     if data.input_shape != tuple(input_shape):
         raise UserError(f"the extractor is trained on {spec.dataset} ({data.input_shape}) but these "
                         f"images are {tuple(input_shape)}; set extractor_data to the dataset you use")
