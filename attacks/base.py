@@ -27,6 +27,10 @@ from fedattack.rng import generator
 from fedattack.target import build_dataclass
 
 
+class NotApplicable(Exception):
+    """Raised by `run` when this attack cannot work on this model; the result says why."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class NoSettings:
     """An attack without settings."""
@@ -89,7 +93,14 @@ class Attack:
         self.check(adv, truth)
         started = time.perf_counter()
         gen = generator(seed, f"attack:{self.name}", adv.view.victim)
-        guesses = self.run(adv, gen)
+        try:
+            guesses = self.run(adv, gen)
+        except NotApplicable as exc:
+            return AttackResult(attack=self.name, threat_model=adv.view.threat_model, run=context["run"],
+                                victim=adv.view.victim, reconstruction=adv.model.strategy,
+                                settings={"attack": dataclasses.asdict(self.settings), **context["settings"]},
+                                seed=seed, extra=context.get("extra", {}), applicable=False,
+                                upper_bound=adv.view.upper_bound, note=str(exc))
         scored = self.score(guesses, truth)
         rec_score = adv.reconstructor.strategy.score(adv.view.target, adv.model, truth.private, truth.deployed)
         seconds = time.perf_counter() - started

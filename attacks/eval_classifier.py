@@ -36,6 +36,21 @@ class EvalClassifier:
             return torch.func.functional_call(self.model, self.params, (x,)).argmax(1)
 
 
+_CACHE: dict[tuple, EvalClassifier] = {}
+CACHE_SIZE = 8
+
+
+def eval_classifier(model_name: str, data: Samples, num_classes: int, seed: int, key: tuple) -> EvalClassifier:
+    """`train_eval_classifier`, remembered per `key` (evaluations of several runs that share the
+    dataset, architecture, pools and seed share one classifier: it does not depend on the run)."""
+    full = (model_name, num_classes, seed, len(data), *key)
+    if full not in _CACHE:
+        if len(_CACHE) >= CACHE_SIZE:
+            _CACHE.pop(next(iter(_CACHE)))
+        _CACHE[full] = train_eval_classifier(model_name, data, num_classes, seed)
+    return _CACHE[full]
+
+
 def train_eval_classifier(model_name: str, data: Samples, num_classes: int, seed: int,
                           epochs: int = 30, batch_size: int = 64, lr: float = 1e-3) -> EvalClassifier:
     """Adam on cross-entropy for `epochs` (at least MIN_STEPS steps), reproducible from `seed`."""

@@ -18,7 +18,7 @@ from tqdm import tqdm
 from fedattack.attacks import truth as truth_mod
 from fedattack.attacks.base import Adversary, Attack
 from fedattack.attacks.data import split_pools
-from fedattack.attacks.eval_classifier import train_eval_classifier
+from fedattack.attacks.eval_classifier import eval_classifier
 from fedattack.attacks.reconstruction.base import Reconstructor, resolve
 from fedattack.attacks.summary import write_summary
 from fedattack.attacks.threat_models.base import ThreatModel
@@ -50,9 +50,10 @@ def evaluate_run(run_dir: str | Path, threat_model: str | Sequence[str] = "eaves
     dataset = load_dataset(spec.dataset, data_root)
     partition = fed.partition()
     pools = split_pools(dataset, aux_size, eval_size, seed)
+    key = (spec.dataset, aux_size, eval_size, int(dataset.y_test.shape[0]))
     shared = truth_mod.SharedTruth(pools.evaluation, truth_mod.train_class_means(dataset),
-                                   lambda: train_eval_classifier(spec.model, pools.evaluation,
-                                                                 dataset.num_classes, seed))
+                                   lambda: eval_classifier(spec.model, pools.evaluation,
+                                                           dataset.num_classes, seed, key))
     base = {"run": run_info(fed), "settings": {"pools": pools.sizes(), "max_queries": max_queries,
                                                "executor": executor, "reconstruction_request": reconstruction}}
     written: list[Path] = []

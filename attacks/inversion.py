@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from skimage.metrics import peak_signal_noise_ratio
 
-from fedattack.attacks.base import Adversary, Attack, Scored
+from fedattack.attacks.base import Adversary, Attack, NotApplicable, Scored
 from fedattack.attacks.truth import GroundTruth
 from fedattack.registry import UserError
 from fedattack.target import State, Target
@@ -64,6 +64,7 @@ class Inversion(Attack):
     def run(self, adv: Adversary, gen: torch.Generator) -> InversionGuesses:
         target, s = adv.view.target, self.settings
         x0 = self.start(target, adv.knowledge.aux.x)
+        check_differentiable(target, adv.model.params, x0)
         return invert(target, adv.model.params, x0, s)
 
     def start(self, target: Target, aux_x: torch.Tensor) -> torch.Tensor:
@@ -95,6 +96,26 @@ class Inversion(Attack):
         tensors = {"reconstructions": {"images": recs, "confidence": torch.tensor(guesses.confidence)}}
         return Scored(metrics=metrics, extra=extra, images={"inversion": recs, "class_means": mean_row},
                       tensors=tensors)
+
+
+def check_differentiable(target: Target, params: State, x0: torch.Tensor) -> None:
+    """Inversion needs gradients of the outputs with respect to input images, and a forward pass
+    that treats an input the same whether or not it carries gradients."""
+    params = {k: v.detach() for k, v in params.items()}
+    x = torch.rand(x0[:2].shape, generator=torch.Generator().manual_seed(0))
+    try:
+        with torch.no_grad():
+            plain = target.forward(params, x.clone())
+        xg = x.clone().requires_grad_(True)
+        out = target.forward(params, xg)
+        torch.autograd.grad(out.sum(), xg)
+    except (RuntimeError, ValueError, TypeError) as exc:
+        raise NotApplicable(f"{target.name}'s model cannot be differentiated with respect to its input "
+                            f"images, which model inversion needs ({str(exc).splitlines()[0][:120]})") from None
+    if out.shape != plain.shape or not torch.allclose(out.detach(), plain, atol=1e-5):
+        raise NotApplicable(f"{target.name}'s forward pass treats an input that carries gradients "
+                            "differently from an image (e.g. as precomputed features), so inverting "
+                            "it would not reconstruct images")
 
 
 def invert(target: Target, params: State, x0: torch.Tensor, s: InversionSettings) -> InversionGuesses:

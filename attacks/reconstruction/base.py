@@ -62,6 +62,10 @@ class Strategy:
         """Why this strategy cannot serve `target`'s wire (None: it can)."""
         return None
 
+    def needed(self, target: Target) -> frozenset[str]:
+        """The Observation parts this strategy reads for `target` (default: `needs`)."""
+        return self.needs
+
     def reconstruct(self, target: Target, obs: Observation, knowledge: Knowledge,
                     gen: torch.Generator) -> Reconstructed:
         raise NotImplementedError
@@ -89,10 +93,11 @@ def applicable(target: Target, parts: frozenset[str], deployed_only: bool) -> li
     """Strategies that can rebuild `target`'s client model from observations with `parts`."""
     out = []
     for cls in sorted(candidates(target.name), key=lambda c: (c.rank, c.name)):
-        if not cls.needs <= parts or (deployed_only != ("deployed" in cls.needs)):
-            continue
         strategy = cls()
-        if strategy.unsupported(target) is None:
+        if strategy.unsupported(target) is not None:
+            continue
+        needed = strategy.needed(target)
+        if needed <= parts and deployed_only == ("deployed" in needed):
             out.append(strategy)
     return out
 

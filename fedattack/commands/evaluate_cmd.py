@@ -69,7 +69,8 @@ def print_summary(path: Path) -> None:
     for g in json.loads(path.read_text())["groups"]:
         label = f"{g['attack']:<11} {g['threat_model']:<13} {g['reconstruction']:<20}"
         if not g["applicable"]:
-            click.echo(f"{label} not applicable: {'; '.join(g['notes'])}")
+            more = f" (and {len(g['notes']) - 1} more)" if len(g["notes"]) > 1 else ""
+            click.echo(f"{label} not applicable to {len(g['victims'])} victim(s): {g['notes'][0]}{more}")
             continue
         keys = HEADLINE.get(g["attack"], tuple(g["metrics"])[:4])
         parts = [f"{k} {g['metrics'][k]['mean']:.3f}±{g['metrics'][k]['std']:.3f}" for k in keys if k in g["metrics"]]
