@@ -60,14 +60,20 @@ def gamma(features: np.ndarray, holdings: Sequence[np.ndarray]) -> float:
 
 
 def pixel_features(x: torch.Tensor, rows: np.ndarray, components: int = PIXEL_COMPONENTS) -> np.ndarray:
-    """Flattened pixels of `rows` projected on their top principal components (fit on <= 10k rows)."""
+    """Flattened pixels of `rows` projected on their top principal components (fit on <= 10k rows).
+
+    Rows are read in chunks, so a large dataset is never copied whole.
+    """
     from sklearn.decomposition import PCA
 
-    flat = x[torch.as_tensor(rows)].reshape(len(rows), -1).numpy()
-    k = int(min(components, flat.shape[1], max(len(rows) - 1, 1)))
-    fit_rows = np.random.default_rng(0).permutation(len(rows))[:PCA_FIT_SAMPLES]
-    pca = PCA(n_components=k, random_state=0).fit(flat[fit_rows])
-    return pca.transform(flat)
+    def pixels(r: np.ndarray) -> np.ndarray:
+        return x[torch.as_tensor(r)].reshape(len(r), -1).numpy()
+
+    fit_rows = rows[np.random.default_rng(0).permutation(len(rows))[:PCA_FIT_SAMPLES]]
+    sample = pixels(fit_rows)
+    k = int(min(components, sample.shape[1], max(len(fit_rows) - 1, 1)))
+    pca = PCA(n_components=k, random_state=0).fit(sample)
+    return np.concatenate([pca.transform(pixels(rows[i:i + 5000])) for i in range(0, len(rows), 5000)])
 
 
 def partition_heterogeneity(x_train: torch.Tensor, partition: Any) -> dict[str, Any]:
