@@ -102,8 +102,10 @@ def privacy_utility_figure(results: list[LoadedResult], tables: list[Table], out
             utility = _utility(results, table.name, row.key)
             if not isinstance(privacy, Stat) or privacy.n == 0 or utility.n == 0:
                 continue
+            hollow = "upper bound" in row.key[2]  # the oracle is not a realistic adversary: drawn open
             ax.errorbar(utility.mean, privacy.mean, xerr=utility.std, yerr=privacy.std, fmt=marks[row.key[2]],
-                        color=colours[row.key[1]], capsize=2, alpha=.85)
+                        color=colours[row.key[1]], mfc="none" if hollow else colours[row.key[1]],
+                        capsize=2, alpha=.85, ms=8 if hollow else 6)
             if row.key[3] not in ("none", "", "true"):
                 ax.annotate(row.key[3], (utility.mean, privacy.mean), fontsize=7, xytext=(4, 3),
                             textcoords="offset points")
@@ -128,7 +130,8 @@ def _utility(results: list[LoadedResult], attack: str, key: tuple[str, ...]) -> 
 def _legend(ax: plt.Axes, colours: dict[str, object], marks: dict[str, str]) -> None:
     from matplotlib.lines import Line2D
     handles = [Line2D([], [], color=c, marker="o", ls="", label=m) for m, c in colours.items()]
-    handles += [Line2D([], [], color="black", marker=k, ls="", label=t) for t, k in marks.items()]
+    handles += [Line2D([], [], color="black", marker=k, ls="", label=t, mfc="none" if "upper bound" in t else "black")
+                for t, k in marks.items()]
     ax.legend(handles=handles, fontsize=7, loc="best")
 
 

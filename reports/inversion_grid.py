@@ -11,7 +11,7 @@ victim's class means; a name ending in a number (`reconstruction_3`) is that cla
 from __future__ import annotations
 
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -108,7 +108,7 @@ def inversion_figures(results: list[LoadedResult], out: Path) -> FigureList:
             groups[(r.result.attack, r.run.dataset)].append(r)
     figures: FigureList = []
     for (attack, dataset), members in sorted(groups.items()):
-        victim, seed = min((r.result.victim, r.result.seed) for r in members)
+        victim, seed = _shown_victim(members)
         shown = [r for r in members if (r.result.victim, r.result.seed) == (victim, seed)]
         rows: list[tuple[str, Images]] = []
         for r in sorted(shown, key=lambda r: (r.run.method, "upper bound" in threat_label(r), threat_label(r),
@@ -128,6 +128,12 @@ def inversion_figures(results: list[LoadedResult], out: Path) -> FigureList:
                               f"seed {seed}); the top row is the mean training image of each class on the "
                               "victim, the ground truth the PSNR compares against. Blank: class not held."))
     return figures
+
+
+def _shown_victim(members: list[LoadedResult]) -> tuple[int, int]:
+    """The (victim, seed) attacked under the most settings, so the grid's rows are comparable."""
+    counts = Counter((r.result.victim, r.result.seed) for r in members)
+    return min(counts, key=lambda k: (-counts[k], k))
 
 
 def _draw_grid(rows: list[tuple[str, Images]], path: Path, title: str) -> None:

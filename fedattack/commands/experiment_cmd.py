@@ -40,6 +40,11 @@ def run_named(name_or_file: str, out: str | None, data_root: str | None, downloa
     from fedattack.experiments import resolve
     from fedattack.experiments.runner import run_experiment
 
+    import torch
+
+    # The papers' models are small: one intra-op thread is faster than several, and on a shared
+    # 2-core machine several threads per process thrash (measured: 10x slower under load).
+    torch.set_num_threads(1)
     exp = resolve(name_or_file)
     folder = Path(out or Path("experiments") / exp.name)
     click.echo(f"experiment {exp.name}: {exp.description}".rstrip(": "))
