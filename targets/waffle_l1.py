@@ -28,14 +28,16 @@ from fedattack.targets.waffle_ibp import FactorSelectionTarget
 
 @dataclass(frozen=True, kw_only=True)
 class WaffleL1Hyper:
-    """l1_weight: weight of the L1 penalty on factor scores. factors: F override (0 = paper)."""
+    """l1_weight: weight of the L1 penalty on factor scores. factors: F override (0 = paper).
+    selection_lr_scale: SGD step of the scores relative to the shared lr."""
 
     l1_weight: float = 1.0
     factors: int = 0
+    selection_lr_scale: float = 1.0
 
     def __post_init__(self) -> None:
-        if self.l1_weight < 0 or self.factors < 0:
-            raise UserError("waffle-l1 needs l1_weight >= 0 and factors >= 0")
+        if self.l1_weight < 0 or self.factors < 0 or self.selection_lr_scale <= 0:
+            raise UserError("waffle-l1 needs l1_weight >= 0, factors >= 0, selection_lr_scale > 0")
 
 
 class WaffleL1(FactorSelectionTarget):
@@ -53,7 +55,7 @@ class WaffleL1(FactorSelectionTarget):
         weights = {n: params[n] for n in self.param_names}
         l1 = torch.zeros(())
         for layer in self.factorized:
-            score = params[f"{layer}.score"]
+            score = self.selection(params, f"{layer}.score")
             weights[f"{layer}.b"] = score
             l1 = l1 + score.abs().sum()
         penalty = float(self.hyper.l1_weight) * l1 / consts["n_train"]
