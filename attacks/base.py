@@ -94,29 +94,28 @@ class Attack:
         started = time.perf_counter()
         gen = generator(seed, f"attack:{self.name}", adv.view.victim)
         try:
-            guesses = self.run(adv, gen)
+            guesses = self.run(adv, gen)  # the adversary's side: no ground truth in reach
         except NotApplicable as exc:
-            return AttackResult(attack=self.name, threat_model=adv.view.threat_model, run=context["run"],
-                                victim=adv.view.victim, reconstruction=adv.model.strategy,
-                                settings={"attack": dataclasses.asdict(self.settings), **context["settings"]},
-                                seed=seed, extra=context.get("extra", {}), applicable=False,
-                                upper_bound=adv.view.upper_bound, note=str(exc))
-        scored = self.score(guesses, truth)
-        rec_score = adv.reconstructor.strategy.score(adv.view.target, adv.model, truth.private, truth.deployed)
-        seconds = time.perf_counter() - started
-        result = AttackResult(
-            attack=self.name, threat_model=adv.view.threat_model, run=context["run"],
-            victim=adv.view.victim, reconstruction=adv.model.strategy,
-            settings={"attack": dataclasses.asdict(self.settings), **context["settings"]},
-            seed=seed, seconds=round(seconds + context.get("reconstruction_seconds", 0.0), 3),
-            metrics=scored.metrics, curves=scored.curves, baselines=scored.baselines,
-            extra={**context.get("extra", {}), **scored.extra,
-                   "reconstruction": {"strategy": adv.model.strategy, "details": adv.model.details,
-                                      "score": rec_score}},
-            upper_bound=adv.view.upper_bound,
-            note="upper bound: the victim's deployed model, private state included" if adv.view.upper_bound else "")
+            return self._result(adv, seed, context, applicable=False, note=str(exc))
+        scored = self.score(guesses, truth)  # the scorer's side, after the guesses are made
+        rec_score = adv.reconstructor.strategy.score(adv.view.target, adv.model, truth.private,
+                                                     truth.deployed)
+        seconds = time.perf_counter() - started + context.get("reconstruction_seconds", 0.0)
+        note = "upper bound: the victim's deployed model, private state included" if adv.view.upper_bound else ""
+        result = self._result(adv, seed, context, seconds=round(seconds, 3), metrics=scored.metrics,
+                              curves=scored.curves, baselines=scored.baselines, note=note,
+                              extra={**context.get("extra", {}), **scored.extra,
+                                     "reconstruction": {"strategy": adv.model.strategy,
+                                                        "details": adv.model.details, "score": rec_score}})
         result.artifacts = save_artifacts(scored, result_path)
         return result
+
+    def _result(self, adv: Adversary, seed: int, context: dict[str, Any], **fields: Any) -> AttackResult:
+        fields.setdefault("extra", context.get("extra", {}))
+        return AttackResult(attack=self.name, threat_model=adv.view.threat_model, run=context["run"],
+                            victim=adv.view.victim, reconstruction=adv.model.strategy, seed=seed,
+                            settings={"attack": dataclasses.asdict(self.settings), **context["settings"]},
+                            upper_bound=adv.view.upper_bound, **fields)
 
     def check(self, adv: Adversary, truth: GroundTruth) -> None:
         """Refuse, in one line, an evaluation that lacks what this attack needs."""

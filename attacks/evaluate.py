@@ -60,7 +60,7 @@ def evaluate_run(run_dir: str | Path, threat_model: str | Sequence[str] = "eaves
     bar = tqdm(total=len(chosen) * len(threats) * len(attacks), desc="evaluate", unit="attack",
                disable=not progress, leave=False)
     for victim in chosen:
-        knowledge, truth = truth_mod.build(fed, dataset, partition, victim, pools, shared, seed, max_queries)
+        knowledge, truth = truth_mod.build(fed, target, dataset, partition, victim, pools, shared, seed, max_queries)
         for tm in threats:
             ctx = with_threat(base, tm, knowledge)
             written += attack_victim(fed, target, tm, victim, knowledge, truth, attacks, reconstruction,

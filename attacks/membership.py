@@ -47,7 +47,7 @@ class MembershipSettings:
     shadows: int = 3
     classifier: str = "mlp"
     features: str = "log-probs"
-    shadow_in_fraction: float = 0.667
+    shadow_in_fraction: float = 0.75
 
     def __post_init__(self) -> None:
         if self.shadows < 1:

@@ -18,7 +18,7 @@ from fedattack.attacks.data import Pools, Samples, sample_class_mix
 from fedattack.attacks.view import Knowledge
 from fedattack.federation.loop import client_data
 from fedattack.rng import numpy_rng
-from fedattack.target import State
+from fedattack.target import State, Target
 
 
 @dataclass
@@ -52,10 +52,9 @@ class GroundTruth:
         return {c: self.members.x[idx].mean(0) for c, idx in self.members.by_class().items()}
 
 
-def build(fed: Any, dataset: Any, partition: Any, victim: int, pools: Pools, shared: SharedTruth,
-          seed: int, max_queries: int) -> tuple[Knowledge, GroundTruth]:
+def build(fed: Any, target: Target, dataset: Any, partition: Any, victim: int, pools: Pools,
+          shared: SharedTruth, seed: int, max_queries: int) -> tuple[Knowledge, GroundTruth]:
     """The adversary's knowledge and the scorer's truth for one victim."""
-    target = fed.target()
     data = client_data(dataset, partition, victim)
     members = Samples(data.x_train, data.y_train)
     queries, is_member = membership_queries(members, pools.nonmember, seed, victim, max_queries)

@@ -81,3 +81,14 @@ def test_local_method_is_not_applicable_on_the_wire(tmp_path: Path) -> None:
     assert not by_threat["eavesdropper"].applicable
     assert "nothing on the wire" in by_threat["eavesdropper"].note
     assert by_threat["oracle"].applicable and by_threat["oracle"].upper_bound
+
+
+def test_shadow_models_train_through_any_executor(fedavg_run: Path, tmp_path: Path) -> None:
+    from fedattack.federation.executors import EXECUTORS
+    if "batched" not in EXECUTORS:
+        pytest.skip("no batched executor registered")
+    mia = {"shadows": 1, "classifier": "logreg"}
+    runs = {ex: AttackResult.load(run_eval(fedavg_run, tmp_path / ex, victims=[1], attack="membership", attack_options=mia,
+                                           executor=ex)[0]) for ex in ("sequential", "batched")}
+    assert runs["batched"].metrics == pytest.approx(runs["sequential"].metrics, abs=1e-6)
+    assert runs["batched"].settings["executor"] == "batched"
