@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from fedattack.reports import metric_info
 from fedattack.reports.aggregate import Cell, Row, Table
-from fedattack.reports.paper_numbers import PaperNumber, lookup
+from fedattack.reports.collect import Inputs
+from fedattack.reports.paper_numbers import NUMBERS, TABLES, PaperNumber, lookup
 
 
 def comparison(key: str, ours: list[Table]) -> Table:
@@ -70,3 +71,11 @@ def _row(key: tuple[str, ...], cells: dict[str, Cell], n: int, mine: list[PaperN
         paper = next((p for p in mine if p.metric == metric), None)
         out[f"paper:{metric}"] = paper.text() if paper else "—"
     return Row(key, out, n=n, note=note)
+
+
+def relevant(inputs: Inputs) -> list[str]:
+    """Paper tables with numbers for a (kind, dataset, method) these inputs cover: hints for --paper."""
+    ours = {(r.result.attack, r.run.dataset, r.run.method) for r in inputs.results}
+    ours |= {("utility", run.dataset, run.method) for run in inputs.runs}
+    return [key for key, table in TABLES.items()
+            if any((table.kind, n.dataset, n.method) in ours for n in NUMBERS if n.table == key)]

@@ -33,6 +33,13 @@ def report_command(results: tuple[str, ...], out: str, papers: tuple[str, ...], 
 
     path = build_report(list(results), out, papers, title=title, figures=not no_figures)
     click.echo(f"report: {path}  (self-contained: {path.with_name('report.html')})")
+    if not papers:
+        from fedattack.reports.collect import collect
+        from fedattack.reports.compare import relevant
+        hints = relevant(collect(list(results)))
+        if hints:
+            click.echo("the papers have numbers for these results; add " + " ".join(f"--paper {k}" for k in hints)
+                       + " to show them beside ours")
 
 
 COMMAND = report_command

@@ -123,3 +123,12 @@ def test_cli_report_and_one_line_error(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="not a fedattack result"):
         CliRunner().invoke(cli, ["report", str(bad), "-o", str(tmp_path / "r2")], catch_exceptions=False,
                            standalone_mode=False)
+
+
+def test_relevant_paper_tables_are_suggested(tmp_path: Path) -> None:
+    from fedattack.reports.collect import collect
+    from fedattack.reports.compare import relevant
+    from fedattack.results import AttackResult
+    AttackResult(attack="membership", threat_model="eavesdropper", victim=0, metrics={"accuracy": .7},
+                 run={"method": "fedavg", "dataset": "cifar10", "partition": "shards"}).save(tmp_path / "a.json")
+    assert relevant(collect([tmp_path])) == ["waffle-ibp:table3"]
