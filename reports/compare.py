@@ -75,7 +75,7 @@ def _row(key: tuple[str, ...], cells: dict[str, Cell], n: int, mine: list[PaperN
 
 def relevant(inputs: Inputs) -> list[str]:
     """Paper tables with numbers for a (kind, dataset, method) these inputs cover: hints for --paper."""
-    ours = {(r.result.attack, r.run.dataset, r.run.method) for r in inputs.results}
-    ours |= {("utility", run.dataset, run.method) for run in inputs.runs}
+    ours = {(r.result.attack, r.run.dataset, r.run.method, None) for r in inputs.results}
+    ours |= {("utility", run.dataset, run.method, run.partition) for run in inputs.runs}
     return [key for key, table in TABLES.items()
-            if any((table.kind, n.dataset, n.method) in ours for n in NUMBERS if n.table == key)]
+            if any((table.kind, n.dataset, n.method, n.partition) in ours for n in NUMBERS if n.table == key)]

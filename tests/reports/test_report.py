@@ -131,4 +131,5 @@ def test_relevant_paper_tables_are_suggested(tmp_path: Path) -> None:
     from fedattack.results import AttackResult
     AttackResult(attack="membership", threat_model="eavesdropper", victim=0, metrics={"accuracy": .7},
                  run={"method": "fedavg", "dataset": "cifar10", "partition": "shards"}).save(tmp_path / "a.json")
-    assert relevant(collect([tmp_path])) == ["waffle-ibp:table3"]
+    # the attack matches Table 3; the attacked run's utility (shards = unimodal) matches Table 1
+    assert relevant(collect([tmp_path])) == ["waffle-ibp:table1", "waffle-ibp:table3"]
