@@ -84,8 +84,8 @@ class CGAU(Target):
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
         """The extractor's features, remembered per image tensor (client data never changes)."""
-        if x.dim() == 2 or x.requires_grad:
-            return x
+        if x.dim() == 2 or x.requires_grad or _transformed(x):
+            return x  # 4-D inputs then go through the extractor inside the model
         hit = self._memo.get(id(x))
         if hit is None or hit[0] is not x:
             if len(self._memo) >= 256:  # attacks query many fresh tensors; keep memory bounded
@@ -151,3 +151,9 @@ class CGAU(Target):
     def wire_schema(self) -> WireSchema:
         shapes = {n: tuple(p.shape) for n, p in self.model.named_parameters() if n in self.shared_names}
         return WireSchema(downlink=shapes, uplink=shapes)
+
+
+def _transformed(x: torch.Tensor) -> bool:
+    """Whether `x` lives inside a vmap/grad transform (never remember such tensors)."""
+    check = getattr(getattr(torch._C, "_functorch", None), "is_functorch_wrapped_tensor", None)
+    return bool(check(x)) if check is not None else False
