@@ -120,6 +120,7 @@ def _evaluate_all(jobs: Plan, out: Path, evaluate: Evaluator | None, summary: Su
         try:
             assert evaluate is not None
             evaluate(job, run_dir(out, job.federation), tmp)
+            tmp.chmod(0o777 & ~_umask())  # mkdtemp makes it private (0700); results are for sharing
             os.replace(tmp, final)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -132,6 +133,12 @@ def _clear_leftovers(path: Path) -> None:
     if path.parent.is_dir():
         for stale in path.parent.glob(f".{path.name}.partial*"):
             shutil.rmtree(stale, ignore_errors=True) if stale.is_dir() else stale.unlink(missing_ok=True)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _record(exp: Experiment, out: Path) -> None:
