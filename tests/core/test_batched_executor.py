@@ -14,7 +14,9 @@ import torch
 
 from fedattack.data import load_dataset
 from fedattack.data.partition import make_partition
+from fedattack.federation.executor_plugins._mlp_fast import mlp_layers
 from fedattack.federation.executor_plugins._rendezvous import run_gathered
+from fedattack.federation.executor_plugins.batched import BatchedExecutor
 from fedattack.federation.executor_plugins._stacked import bulk_draws_match, draw_steps
 from fedattack.federation.executors import make_executor, training_jobs
 from fedattack.federation.loop import RoundLoop, client_data
@@ -37,7 +39,7 @@ def _setting():  # type: ignore[no-untyped-def]
     return dataset, partition
 
 
-def _federate(method: str, executor: str):  # type: ignore[no-untyped-def]
+def _federate(method: str, executor: str, fast: bool = True):  # type: ignore[no-untyped-def]
     dataset, partition = _setting()
     spec = dataclasses.replace(SPEC, method=method, executor=executor)
     target = build_target(spec, dataset, partition.num_clients)
@@ -45,7 +47,8 @@ def _federate(method: str, executor: str):  # type: ignore[no-untyped-def]
     for k, d in enumerate(datas):  # 21, 36, 51, 66 samples: 3 to 9 steps, all with a short batch
         d.x_train, d.y_train = d.x_train[:21 + 15 * k], d.y_train[:21 + 15 * k]
     messages: list[Message] = []
-    loop = RoundLoop(spec, target, datas, make_executor(executor), messages.append)
+    runner = BatchedExecutor(fast=fast) if executor == "batched" else make_executor(executor)
+    loop = RoundLoop(spec, target, datas, runner, messages.append)
     state = loop.start()
     for rnd in range(1, spec.rounds + 1):
         loop.run_round(state, rnd)
@@ -63,8 +66,20 @@ def _close(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], exact: bool) 
 
 @pytest.mark.parametrize("method", TARGETS.names())
 def test_batched_matches_sequential(method: str) -> None:
+    _check_against_sequential(method, fast=True)
+
+
+def test_vmap_path_matches_sequential_where_the_mlp_fast_path_would_apply() -> None:
+    target, _, _, _ = _federate("fedavg", "sequential")
+    problem = target.start_local(target.init_server(torch.Generator().manual_seed(0)), {},
+                                 client_data(*_setting(), 0))
+    assert mlp_layers(target, problem) == ["fc1", "fc2"]  # so the fast path is what fedavg tests
+    _check_against_sequential("fedavg", fast=False)
+
+
+def _check_against_sequential(method: str, fast: bool) -> None:
     target, seq, seq_msgs, seq_acc = _federate(method, "sequential")
-    _, bat, bat_msgs, bat_acc = _federate(method, "batched")
+    _, bat, bat_msgs, bat_acc = _federate(method, "batched", fast)
     exact = not target.batchable  # a target that cannot batch falls back to the reference
     _close(seq.server, bat.server, exact)
     for p, q in zip(seq.private, bat.private):

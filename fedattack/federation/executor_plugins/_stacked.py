@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import torch
 from torch.func import grad, vmap
 
+from fedattack.federation.executor_plugins._mlp_fast import mlp_layers, mlp_step
 from fedattack.target import ClientContext, LocalData, LocalProblem, State, Target
 from fedattack.training import Batch, draw_noise, step_batches
 from fedattack.rng import generator
@@ -120,30 +121,47 @@ def stack(states: list[State], device: torch.device) -> State:
     return {k: torch.stack([s[k] for s in states]).to(device) for k in states[0]}
 
 
-def train_stacked(reqs: list[TrainRequest], device: torch.device) -> list[State]:
-    """Run the sequential loop of every request at once; returns trained params per request."""
+def train_stacked(reqs: list[TrainRequest], device: torch.device, fast: bool = True) -> list[State]:
+    """Run the sequential loop of every request at once; returns trained params per request.
+
+    `fast` allows the hand-written MLP step (`_mlp_fast`) where it applies; otherwise, and
+    for every other target, each step is `vmap(grad(local_loss))`.
+    """
     target = reqs[0].target
     plan = plan_steps(reqs)
-    reqs_sorted = [reqs[i] for i in plan.order]
-    params = stack([r.problem.params for r in reqs_sorted], device)
-    consts = stack([r.problem.consts for r in reqs_sorted], device) if reqs[0].problem.consts else {}
-    x = torch.cat([r.data.x_train for r in reqs_sorted]).to(device)
-    y = torch.cat([r.data.y_train for r in reqs_sorted]).to(device)
+    ordered = [reqs[i] for i in plan.order]
+    params = stack([r.problem.params for r in ordered], device)
+    x = torch.cat([r.data.x_train for r in ordered]).to(device)
+    y = torch.cat([r.data.y_train for r in ordered]).to(device)
     rows, weights = plan.rows.to(device), plan.weights.to(device)
-    noise = {k: v.to(device) for k, v in round_noise(reqs, plan).items()}
+    layers = mlp_layers(target, reqs[0].problem) if fast else None
+    if layers is not None:
+        lr = target.recipe.lr
+        for s, a in enumerate(plan.active):
+            r = rows[s, :a]
+            mlp_step({k: v[:a] for k, v in params.items()}, layers, x[r], y[r], weights[s, :a], lr)
+    else:
+        consts = stack([r.problem.consts for r in ordered], device) if reqs[0].problem.consts else {}
+        noise = {k: v.to(device) for k, v in round_noise(reqs, plan).items()}
+        vmap_steps(target, plan, params, consts, noise, x, y, rows, weights)
+    out: list[State] = [{}] * len(reqs)
+    for col, i in enumerate(plan.order):  # copies: a view would drag every client's weights along
+        out[i] = {k: v[col].to("cpu", copy=True) for k, v in params.items()}
+    return out
+
+
+def vmap_steps(target: Target, plan: StepPlan, params: State, consts: State, noise: State,
+               x: torch.Tensor, y: torch.Tensor, rows: torch.Tensor, weights: torch.Tensor) -> None:
+    """Every step as one vmap(grad(local_loss)) over the clients still training, in place."""
     step_grads = vmap(grad(_loss_fn(target)), in_dims=(0, 0, 0, 0, 0, 0, None))
     lr = target.recipe.lr
     for s, a in enumerate(plan.active):
         r = rows[s, :a]
         g = step_grads({k: v[:a] for k, v in params.items()},
                        {k: v[:a] for k, v in consts.items()}, x[r], y[r], weights[s, :a],
-                       {k: v[s, :a] for k, v in noise.items()}, torch.tensor(s, device=device))
-        for k, p in params.items():
-            p[:a] -= lr * g[k]
-    out: list[State] = [{}] * len(reqs)
-    for col, i in enumerate(plan.order):
-        out[i] = {k: v[col].to("cpu", copy=True) for k, v in params.items()}
-    return out
+                       {k: v[s, :a] for k, v in noise.items()}, torch.tensor(s, device=x.device))
+        for k, p in params.items():  # in place: no new parameter-sized tensors per step
+            p[:a].sub_(g[k].mul_(lr))
 
 
 def _loss_fn(target: Target):  # type: ignore[no-untyped-def]

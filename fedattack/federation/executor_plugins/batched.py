@@ -34,8 +34,9 @@ class BatchedExecutor:
 
     trainer = staticmethod(sequential_train)
 
-    def __init__(self, device: str = "cpu") -> None:
+    def __init__(self, device: str = "cpu", fast: bool = True) -> None:
         self.device = torch.device(device)
+        self.fast = fast  # False: vmap for every target, even where the MLP fast path applies
         if self.device.type == "cuda" and not torch.cuda.is_available():
             raise UserError(f"device {device!r} was asked for but CUDA is not available; use --device cpu")
 
@@ -58,7 +59,7 @@ class BatchedExecutor:
                 r = reqs[0]
                 trained = [sequential_train(r.target, r.problem, r.data, r.ctx)]
             else:
-                trained = train_stacked(reqs, self.device)
+                trained = train_stacked(reqs, self.device, self.fast)
             for i, params in zip(members, trained):
                 out[i] = params
         return out
