@@ -19,10 +19,11 @@ from fedattack.attacks import truth as truth_mod
 from fedattack.attacks.base import Adversary, Attack
 from fedattack.attacks.data import split_pools
 from fedattack.attacks.eval_classifier import eval_classifier
-from fedattack.attacks.reconstruction.base import Reconstructor, resolve
+from fedattack.attacks.reconstruction.base import RECONSTRUCTIONS, Reconstructor, resolve
 from fedattack.attacks.summary import write_summary
 from fedattack.attacks.threat_models.base import ThreatModel
 from fedattack.data import load_dataset
+from fedattack.federation.executors import EXECUTORS
 from fedattack.federation.rundir import Federation
 from fedattack.registry import ATTACKS, THREAT_MODELS, UserError
 from fedattack.results import AttackResult
@@ -46,6 +47,10 @@ def evaluate_run(run_dir: str | Path, threat_model: str | Sequence[str] = "eaves
     threats = [THREAT_MODELS.get(n)() for n in names(threat_model, THREAT_MODELS.names())]
     attacks = build_attacks(names(attack, ATTACKS.names()), attack_options or {})
     chosen = parse_victims(victims, fed, seed)
+    EXECUTORS.get(executor)  # refuse a bad name before any work
+    if reconstruction not in ("auto", "all"):
+        for name in reconstruction.split(","):
+            RECONSTRUCTIONS.get(name.strip())
     spec, target = fed.spec, fed.target()
     dataset = load_dataset(spec.dataset, data_root)
     partition = fed.partition()
@@ -55,12 +60,14 @@ def evaluate_run(run_dir: str | Path, threat_model: str | Sequence[str] = "eaves
                                    lambda: eval_classifier(spec.model, pools.evaluation,
                                                            dataset.num_classes, seed, key))
     base = {"run": run_info(fed), "settings": {"pools": pools.sizes(), "max_queries": max_queries,
-                                               "executor": executor, "reconstruction_request": reconstruction}}
+                                               "executor": executor,
+                                               "reconstruction_request": reconstruction}}
     written: list[Path] = []
     bar = tqdm(total=len(chosen) * len(threats) * len(attacks), desc="evaluate", unit="attack",
                disable=not progress, leave=False)
     for victim in chosen:
-        knowledge, truth = truth_mod.build(fed, target, dataset, partition, victim, pools, shared, seed, max_queries)
+        knowledge, truth = truth_mod.build(fed, target, dataset, partition, victim, pools, shared, seed,
+                                           max_queries)
         for tm in threats:
             ctx = with_threat(base, tm, knowledge)
             written += attack_victim(fed, target, tm, victim, knowledge, truth, attacks, reconstruction,
