@@ -9,6 +9,9 @@ into its weights W = W_a diag(r * b) W_b. An adversary must guess b:
   factors-prior-mean  b = the prior's mean (alpha/(alpha+1))^k, where every client's posterior
                     starts (an adaptive guess the paper did not consider: a client that
                     trained little stays close to it)
+  factors-fitted    b fitted on auxiliary data with the victim's class mix (sigmoid of logits,
+                    from the prior mean, Adam over the recipe's epochs), dictionary frozen: the
+                    client's own inference, replayed on data like its own
   factors-inferred  b = 1 for the factors the client's update changed: a factor k reaches the
                     loss only through r_k b_k, so its columns W_a[:, k], W_b[k, :] move in
                     proportion to b_k. The change of each factor (uplink minus the downlink
@@ -24,8 +27,9 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 
-from fedattack.attacks.reconstruction.base import Reconstructed, Strategy
+from fedattack.attacks.reconstruction.base import Reconstructed, Strategy, aux_like_victim
 from fedattack.attacks.view import Knowledge, Observation
 from fedattack.models import ibp
 from fedattack.models.layers import factorized_modules
@@ -87,7 +91,7 @@ class AllOn(FactorGuess):
     """Every factor on (b = 1), the selection of a client that never trained."""
 
     name = "factors-all-on"
-    rank = 3
+    rank = 4
 
     def selection(self, target: Target, obs: Observation, layer: str, factors: int,
                   gen: torch.Generator) -> torch.Tensor:
@@ -99,7 +103,7 @@ class Prior(FactorGuess):
 
     name = "factors-prior"
     methods = ("waffle-ibp",)
-    rank = 4
+    rank = 5
 
     def selection(self, target: Target, obs: Observation, layer: str, factors: int,
                   gen: torch.Generator) -> torch.Tensor:
@@ -114,7 +118,7 @@ class PriorMean(FactorGuess):
 
     name = "factors-prior-mean"
     methods = ("waffle-ibp",)
-    rank = 2
+    rank = 3
 
     def selection(self, target: Target, obs: Observation, layer: str, factors: int,
                   gen: torch.Generator) -> torch.Tensor:
@@ -162,3 +166,40 @@ def two_means_high(values: torch.Tensor) -> torch.Tensor:
     out = torch.zeros(n)
     out[order[cut:]] = 1.0
     return out
+
+
+class Fitted(FactorGuess):
+    """b in [0, 1] fitted on auxiliary data like the victim's, the uplinked dictionary frozen."""
+
+    name = "factors-fitted"
+    rank = 2
+    lr = 0.05
+
+    def reconstruct(self, target: Target, obs: Observation, knowledge: Knowledge,
+                    gen: torch.Generator) -> Reconstructed:
+        assert obs.up is not None
+        params = {n: obs.up[n].detach() for n in target.param_names}
+        logits = {f"{layer}.b": torch.logit(start_selection(target, layer, f).clamp(0.01, 0.99))
+                  .requires_grad_(True) for layer, f in layers_of(target).items()}
+        data = aux_like_victim(knowledge, gen)
+        opt = torch.optim.Adam(logits.values(), lr=self.lr)
+        for _ in range(target.recipe.epochs):
+            order = torch.randperm(len(data), generator=gen)
+            for i in range(0, len(data), target.recipe.batch_size):
+                idx = order[i:i + target.recipe.batch_size]
+                b = {k: torch.sigmoid(v) for k, v in logits.items()}
+                loss = F.cross_entropy(target.forward({**params, **b}, data.x[idx]), data.y[idx])
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+        guesses = {k: torch.sigmoid(v).detach() for k, v in logits.items()}
+        details = {"source": f"uplink of round {obs.round}", "aux_samples": len(data),
+                   "factors_on": {k[:-2]: int((v >= ON).sum()) for k, v in guesses.items()}}
+        return Reconstructed(self.name, {**params, **guesses}, details, guesses)
+
+
+def start_selection(target: Target, layer: str, factors: int) -> torch.Tensor:
+    """Where a fitted selection starts: the IBP prior's mean, or all on without a prior."""
+    if hasattr(target, "alpha"):
+        return ibp.prior_mean_probs(alpha_of(target, layer, factors), factors)
+    return torch.ones(factors)

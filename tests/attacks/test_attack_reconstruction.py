@@ -46,7 +46,7 @@ def test_a_strategy_that_does_not_apply_is_a_one_line_user_error() -> None:
 
 def test_waffle_gets_factor_guesses_not_the_bare_uplink() -> None:
     names = {s.name for s in resolve("all", make("waffle-ibp"), UP_DOWN, deployed_only=False)}
-    assert {"factors-all-on", "factors-prior", "factors-inferred", "factors-prior-mean"} <= names
+    assert {"factors-all-on", "factors-prior", "factors-inferred", "factors-prior-mean", "factors-fitted"} <= names
     assert "uplink" not in names
     only_up = {s.name for s in resolve("all", make("waffle-ibp"), frozenset({"up"}), deployed_only=False)}
     assert "factors-inferred" not in only_up  # it needs the same round's downlink
