@@ -176,8 +176,9 @@ def _evaluation(e: dict[str, Any], where: str) -> Evaluation:
 
     sizes = {k: e.get(k) for k in ("aux_size", "eval_size", "max_queries")}
     for key, value in sizes.items():
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
-            raise UserError(f"{where}: {key.replace('_', '-')} must be a positive integer")
+        least = 1 if key == "max_queries" else 0
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < least):
+            raise UserError(f"{where}: {key.replace('_', '-')} must be an integer of at least {least}")
     victims = e.get("victims", [0])
     victims = victims if isinstance(victims, list) else [victims]
     if not victims or not all(isinstance(v, (int, str)) and not isinstance(v, bool) for v in victims):
