@@ -79,6 +79,7 @@ def collect(paths: Iterable[str | Path]) -> Inputs:
     if not results and not runs:
         names = ", ".join(str(p) for p in paths)
         raise UserError(f"no fedattack results or run directories found in {names}; run `fedattack evaluate` first")
+    results = list({str(r.path.resolve()): r for r in results}.values())  # overlapping folders
     results.sort(key=lambda r: str(r.path))
     return Inputs(results, sorted(runs.values(), key=lambda r: (r.dataset, r.partition, r.method, r.seed)))
 
