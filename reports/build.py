@@ -22,7 +22,7 @@ from fedattack.reports.paper_numbers import lookup
 
 
 def build_report(paths: Sequence[str | Path], out: str | Path, papers: Iterable[str] = (),
-                 title: str = "fedattack report", figures: bool = True) -> Path:
+                 title: str = "fedattack report", figures: bool = True, intro: str = "") -> Path:
     """Render the report of every result and run under `paths`; returns the report.md path."""
     papers = list(dict.fromkeys(papers))
     for key in papers:
@@ -32,7 +32,8 @@ def build_report(paths: Sequence[str | Path], out: str | Path, papers: Iterable[
     extra = {m for key in papers for m in lookup(key)[0].metrics}
     tables = [t for t in [utility_table(inputs, extra), *attack_tables(inputs)] if t is not None]
     compared = [comparison(key, tables) for key in papers]
-    blocks: list[doc.Block] = [doc.Heading(title, 1), doc.Paragraph(_summary(inputs))]
+    blocks: list[doc.Block] = [doc.Heading(title, 1), *([doc.Paragraph(intro)] if intro else []),
+                               doc.Paragraph(_summary(inputs))]
     blocks += _table_blocks("Results", tables, out)
     if compared:
         blocks += [doc.Heading("Beside the papers' numbers"),

@@ -28,10 +28,11 @@ def make_evaluator(data_root: str | None, progress: bool) -> Any:
     return evaluate
 
 
-def reporter(inputs: Sequence[Path], out: Path, papers: Sequence[str]) -> Path:
+def reporter(inputs: Sequence[Path], out: Path, exp: Any) -> Path:
     from fedattack.reports.build import build_report
     existing = [p for p in inputs if p.exists()]
-    return build_report(existing, out, papers, title=f"fedattack report: {out.parent.name}")
+    return build_report(existing, out, exp.reproduces, title=f"fedattack report: experiment {exp.name}",
+                        intro=exp.description)
 
 
 def run_named(name_or_file: str, out: str | None, data_root: str | None, download: bool, quiet: bool,

@@ -31,7 +31,7 @@ from fedattack.registry import UserError
 
 Trainer = Callable[..., Path]                                  # train_federation's signature
 Evaluator = Callable[[EvalJob, Path, Path], None]              # (job, run dir, folder to fill)
-Reporter = Callable[[Sequence[Path], Path, Sequence[str]], Path]  # (inputs, out, paper tables)
+Reporter = Callable[[Sequence[Path], Path, Experiment], Path]     # (inputs, out, experiment)
 
 
 @dataclass
@@ -62,7 +62,7 @@ def run_experiment(exp: Experiment, out: str | Path, *, evaluate: Evaluator | No
         _evaluate_all(jobs, out, evaluate, summary, echo)
         if report is not None:
             inputs = [run_dir(out, f) for f in jobs.federations] + [result_dir(out, j) for j in jobs.evaluations]
-            summary.report = report(inputs, out / "report", exp.reproduces)
+            summary.report = report(inputs, out / "report", exp)
     summary.seconds = time.perf_counter() - started
     return summary
 

@@ -53,9 +53,9 @@ class Calls:
         AttackResult(attack="membership", threat_model="eavesdropper", run={"path": str(run_dir)}, victim=0,
                      metrics={"accuracy": 0.6}).save(out / "r.json")
 
-    def reporter(self, inputs, out: Path, papers):  # type: ignore[no-untyped-def]
+    def reporter(self, inputs, out: Path, exp):  # type: ignore[no-untyped-def]
         self.report += 1
-        self.papers = list(papers)
+        self.papers = list(exp.reproduces)
         self.inputs = list(inputs)
         return out / "report.md"
 
