@@ -40,6 +40,7 @@ class RunWriter:
             raise UserError(f"{self.out} already exists; choose another --out or pass --overwrite")
         self.out.parent.mkdir(parents=True, exist_ok=True)
         self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.out.name}.partial-", dir=self.out.parent))
+        os.chmod(self.tmp, 0o777 & ~_umask())  # mkdtemp's 0700 would hide the run from colleagues
 
     def __enter__(self) -> "RunWriter":
         return self
@@ -73,6 +74,12 @@ class RunWriter:
             shutil.rmtree(self.out)
         os.replace(self.tmp, self.out)
         return self.out
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 class Federation:
