@@ -31,6 +31,7 @@ class RunInfo:
     seed: int
     utility: dict[str, float] = field(default_factory=dict)
     path: Path | None = None
+    classes: list[str] = field(default_factory=list)
 
     @property
     def ident(self) -> tuple[Any, ...]:
@@ -152,7 +153,8 @@ def read_run(folder: Path, strict: bool = True) -> RunInfo | None:
         utility.update(_history_metrics(folder))
         return RunInfo(method=spec["method"], dataset=spec["dataset"],
                        partition=_partition_name(manifest.get("partition", spec["partition"]), spec),
-                       seed=int(spec.get("seed", 0)), utility=utility, path=folder)
+                       seed=int(spec.get("seed", 0)), utility=utility, path=folder,
+                       classes=[str(c) for c in (manifest.get("dataset") or {}).get("classes", [])])
     except (OSError, ValueError, KeyError, TypeError):
         if strict:
             raise UserError(f"{folder} is not a complete fedattack run directory") from None

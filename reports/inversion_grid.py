@@ -123,7 +123,8 @@ def inversion_figures(results: list[LoadedResult], out: Path) -> FigureList:
         if not any(images for _, images in rows):
             continue
         path = out / f"inversion-{slug(attack, dataset)}.png"
-        _draw_grid(rows, path, f"{attack} on {dataset}: victim {victim}, seed {seed}")
+        names = next((r.run.classes for r in shown if r.run.classes), [])
+        _draw_grid(rows, path, f"{attack} on {dataset}: victim {victim}, seed {seed}", names)
         figures.append((path, f"{attack} reconstructions per class on {dataset} (victim client {victim}, "
                               f"seed {seed}); the top row is the mean training image of each class on the "
                               "victim, the ground truth the PSNR compares against. Blank: class not held."))
@@ -136,7 +137,7 @@ def _shown_victim(members: list[LoadedResult]) -> tuple[int, int]:
     return min(counts, key=lambda k: (-counts[k], k))
 
 
-def _draw_grid(rows: list[tuple[str, Images]], path: Path, title: str) -> None:
+def _draw_grid(rows: list[tuple[str, Images]], path: Path, title: str, names: list[str]) -> None:
     classes = sorted({c for _, images in rows for c in images})
     fig, axes = plt.subplots(len(rows), len(classes), squeeze=False,
                              figsize=(1.0 * len(classes) + 1.8, 1.05 * len(rows) + 0.5))
@@ -150,7 +151,8 @@ def _draw_grid(rows: list[tuple[str, Images]], path: Path, title: str) -> None:
             else:
                 ax.set_facecolor("#eeeeee")
             if i == 0:
-                ax.set_title(f"class {c}", fontsize=8)
+                name = names[c] if c < len(names) and names[c] != str(c) else ""
+                ax.set_title(f"{c}: {name[:12]}" if name else f"class {c}", fontsize=7)
         axes[i][0].set_ylabel(label, fontsize=7, rotation=0, ha="right", va="center")
     fig.suptitle(title, fontsize=9)
     _save(fig, path)
