@@ -43,7 +43,6 @@ def train_federation(spec: FederationSpec, out: str | Path, data_root: str | Non
                      download: bool = False, overwrite: bool = False, device: str = "cpu",
                      progress: bool = True) -> Path:
     """Train `spec` and write it to `out` atomically; returns the run directory."""
-    torch.set_num_threads(max(1, torch.get_num_threads()))
     started = time.perf_counter()
     dataset = load_dataset(spec.dataset, data_root, download)
     partition = make_partition(spec.partition, dataset.y_train.numpy(), spec.num_clients, spec.seed,
