@@ -39,7 +39,8 @@ def _setting():  # type: ignore[no-untyped-def]
     return dataset, partition
 
 
-def _federate(method: str, executor: str, fast: bool = True):  # type: ignore[no-untyped-def]
+def _federate(method: str, executor: str, fast: bool = True,  # type: ignore[no-untyped-def]
+              group_size: int | None = None):
     dataset, partition = _setting()
     spec = dataclasses.replace(SPEC, method=method, executor=executor)
     target = build_target(spec, dataset, partition.num_clients)
@@ -47,7 +48,8 @@ def _federate(method: str, executor: str, fast: bool = True):  # type: ignore[no
     for k, d in enumerate(datas):  # 21, 36, 51, 66 samples: 3 to 9 steps, all with a short batch
         d.x_train, d.y_train = d.x_train[:21 + 15 * k], d.y_train[:21 + 15 * k]
     messages: list[Message] = []
-    runner = BatchedExecutor(fast=fast) if executor == "batched" else make_executor(executor)
+    runner = BatchedExecutor(fast=fast, group_size=group_size) if executor == "batched" \
+        else make_executor(executor)
     loop = RoundLoop(spec, target, datas, runner, messages.append)
     state = loop.start()
     for rnd in range(1, spec.rounds + 1):
@@ -77,9 +79,15 @@ def test_vmap_path_matches_sequential_where_the_mlp_fast_path_would_apply() -> N
     _check_against_sequential("fedavg", fast=False)
 
 
-def _check_against_sequential(method: str, fast: bool) -> None:
+@pytest.mark.parametrize("method", ["fedavg", "fedprox"])
+def test_clients_split_into_groups_match_sequential(method: str) -> None:
+    """Groups of 3 out of 4 clients: one stacked group and one lone client, fast path or vmap."""
+    _check_against_sequential(method, fast=True, group_size=3)
+
+
+def _check_against_sequential(method: str, fast: bool, group_size: int | None = None) -> None:
     target, seq, seq_msgs, seq_acc = _federate(method, "sequential")
-    _, bat, bat_msgs, bat_acc = _federate(method, "batched", fast)
+    _, bat, bat_msgs, bat_acc = _federate(method, "batched", fast, group_size)
     exact = not target.batchable  # a target that cannot batch falls back to the reference
     _close(seq.server, bat.server, exact)
     for p, q in zip(seq.private, bat.private):

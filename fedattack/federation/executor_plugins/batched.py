@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from fedattack.federation.executor_plugins._evaluate import evaluate_clients
+from fedattack.federation.executor_plugins._mlp_fast import mlp_layers
 from fedattack.federation.executor_plugins._rendezvous import run_gathered
 from fedattack.federation.executor_plugins._stacked import TrainRequest, signature, train_stacked
 from fedattack.federation.executors import EXECUTORS, ClientJob, SequentialExecutor
@@ -28,15 +29,23 @@ from fedattack.training import sequential_train
 from fedattack.wire import Payload
 
 
+# On a CPU the hand-written MLP step is bound by moving the stacked weights through the caches:
+# measured on the 2-core machine (FedAvg, MNIST MLP, 50 clients a round), groups of 5-10
+# clients ran 25-35% faster per CPU second than all 50 at once. vmap is bound by per-call
+# overhead instead and gains from the largest group, so it always takes every client.
+CPU_MLP_GROUP = 8
+
+
 @EXECUTORS.register("batched")
 class BatchedExecutor:
     """All sampled clients of a round at once (vmap over stacked parameters); CPU or GPU."""
 
     trainer = staticmethod(sequential_train)
 
-    def __init__(self, device: str = "cpu", fast: bool = True) -> None:
+    def __init__(self, device: str = "cpu", fast: bool = True, group_size: int | None = None) -> None:
         self.device = torch.device(device)
         self.fast = fast  # False: vmap for every target, even where the MLP fast path applies
+        self.group_size = group_size  # clients trained together at most (None: all of them)
         if self.device.type == "cuda" and not torch.cuda.is_available():
             raise UserError(f"device {device!r} was asked for but CUDA is not available; use --device cpu")
 
@@ -47,21 +56,26 @@ class BatchedExecutor:
         return run_gathered(works, self.serve)
 
     def serve(self, requests: list[TrainRequest]) -> list[State]:
-        """Train every pending request; requests that stack alike train as one group."""
+        """Train every pending request; requests that stack alike train together."""
         groups: dict[tuple, list[int]] = {}
         for i, req in enumerate(requests):
             key = (id(req.target), req.target.recipe, signature(req))
             groups.setdefault(key, []).append(i)
         out: list[State] = [{}] * len(requests)
         for members in groups.values():
-            reqs = [requests[i] for i in members]
-            if len(reqs) == 1:
-                r = reqs[0]
-                trained = [sequential_train(r.target, r.problem, r.data, r.ctx)]
-            else:
-                trained = train_stacked(reqs, self.device, self.fast)
-            for i, params in zip(members, trained):
-                out[i] = params
+            first = requests[members[0]]
+            fast = self.fast and mlp_layers(first.target, first.problem) is not None
+            size = self.group_size or (CPU_MLP_GROUP if fast and self.device.type == "cpu" else len(members))
+            for start in range(0, len(members), size):
+                chunk = members[start:start + size]
+                reqs = [requests[i] for i in chunk]
+                if len(reqs) == 1 and not fast:
+                    r = reqs[0]
+                    trained = [sequential_train(r.target, r.problem, r.data, r.ctx)]
+                else:
+                    trained = train_stacked(reqs, self.device, self.fast)
+                for i, params in zip(chunk, trained):
+                    out[i] = params
         return out
 
     def evaluate(self, target: Target, deployed: list[State], datas: list[LocalData]) -> list[float]:
