@@ -18,7 +18,11 @@ A client that has never trained has an empty private state.
 
 Local objective: minus eq. (11) per data point, mean_batch NLL + R / |D_i|, with one relaxed
 Bernoulli draw of b and one Kumaraswamy draw of v per step from the executor's `noise`
-(`L.u_b`, `L.u_v`). r is a point estimate without a prior, as the paper states.
+(`L.u_b`, `L.u_v`). r is a point estimate without a prior, as the paper states. Everything is
+trained by the same SGD at the shared learning rate ("SGD ... for all methods", section IV.A.2).
+`selection_lr_scale` (not in the paper; default 1) lets pi, c and d step that many times faster:
+SGD sees them divided by its square root, and the private state keeps their own units. It is
+a diagnostic: at the paper's rate the selection barely leaves its prior (docs/reproduction.md).
 
 Evaluation (section II.C.2): a client that has trained uses the current global {W_a, W_b, r}
 with b = pi_i = sigmoid(pi_logit), the mean of its q(b) (factors below `eval_threshold` are
