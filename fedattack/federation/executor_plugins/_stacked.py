@@ -13,7 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch.func import grad, vmap
+from torch.nn.utils.rnn import pad_sequence
 
 from fedattack.federation.executor_plugins._mlp_fast import mlp_layers, mlp_step
 from fedattack.target import ClientContext, LocalData, LocalProblem, State, Target
@@ -65,14 +67,26 @@ def plan_steps(reqs: list[TrainRequest]) -> StepPlan:
     weights = torch.zeros(total, len(reqs), width)
     offset = 0
     for col, i in enumerate(order):
-        for s, idx in enumerate(steps[i]):
-            rows[s, col, :len(idx)] = idx + offset
-            rows[s, col, len(idx):] = int(idx[0]) + offset
-            weights[s, col, :len(idx)] = 1.0 / len(idx)
+        if steps[i]:
+            r, w = client_rows(steps[i], width)
+            rows[:len(r), col], weights[:len(w), col] = r + offset, w
         offset += reqs[i].data.size
     active = [sum(len(steps[i]) > s for i in order) for s in range(total)]
     counts = [len(steps[i]) for i in order]
     return StepPlan(order, rows, weights, active, counts)
+
+
+def client_rows(steps: list[torch.Tensor], width: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(steps, width) sample rows, short batches padded with their first row, and their weights.
+
+    Weights are 1/len of the step's batch, computed like the sequential loop's (in double,
+    then rounded to float32), and zero on padding.
+    """
+    rows = pad_sequence(steps, batch_first=True, padding_value=-1)
+    rows = F.pad(rows, (0, width - rows.shape[1]), value=-1)
+    valid = rows >= 0
+    weights = (valid.double() / valid.sum(1, keepdim=True)).float()
+    return torch.where(valid, rows, rows[:, :1]), weights
 
 
 def round_noise(reqs: list[TrainRequest], plan: StepPlan) -> dict[str, torch.Tensor]:
@@ -139,7 +153,8 @@ def train_stacked(reqs: list[TrainRequest], device: torch.device, fast: bool = T
         lr = target.recipe.lr
         for s, a in enumerate(plan.active):
             r = rows[s, :a]
-            mlp_step({k: v[:a] for k, v in params.items()}, layers, x[r], y[r], weights[s, :a], lr)
+            mlp_step({k: v[:a] for k, v in params.items()}, layers, gather(x, r), y[r],
+                     weights[s, :a], lr)
     else:
         consts = stack([r.problem.consts for r in ordered], device) if reqs[0].problem.consts else {}
         noise = {k: v.to(device) for k, v in round_noise(reqs, plan).items()}
@@ -158,10 +173,16 @@ def vmap_steps(target: Target, plan: StepPlan, params: State, consts: State, noi
     for s, a in enumerate(plan.active):
         r = rows[s, :a]
         g = step_grads({k: v[:a] for k, v in params.items()},
-                       {k: v[:a] for k, v in consts.items()}, x[r], y[r], weights[s, :a],
+                       {k: v[:a] for k, v in consts.items()}, gather(x, r), y[r], weights[s, :a],
                        {k: v[s, :a] for k, v in noise.items()}, torch.tensor(s, device=x.device))
         for k, p in params.items():  # in place: no new parameter-sized tensors per step
             p[:a].sub_(g[k].mul_(lr))
+
+
+def gather(x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """x[rows] for a (clients, batch) index, by index_select (a third of advanced indexing's cost)."""
+    flat = x.reshape(x.shape[0], -1).index_select(0, rows.reshape(-1))
+    return flat.view(*rows.shape, *x.shape[1:])
 
 
 def _loss_fn(target: Target):  # type: ignore[no-untyped-def]
