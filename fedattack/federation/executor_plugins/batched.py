@@ -3,7 +3,8 @@
 With the papers' small models and batches of 10, a one-client-at-a-time loop spends most of its
 time on per-step overhead, not arithmetic. Here every local SGD step of every client in the
 round is one `vmap(grad(local_loss))` call over stacked parameters, so the overhead is paid
-once per step for all clients. Results equal the sequential executor's within floating-point
+once per step for all clients (plain-loss MLPs take a hand-written `baddbmm` step instead, in
+groups of `CPU_MLP_GROUP` clients on a CPU; see `_mlp_fast`). Results equal the sequential executor's within floating-point
 tolerance (tests/core/test_batched_executor.py holds this for every batchable target).
 
 Targets with `batchable = False` run through the sequential executor unchanged. The same
