@@ -6,10 +6,15 @@ import os
 from pathlib import Path
 
 import pytest
+import torch
 
 from fedattack.federation.spec import FederationSpec
 from fedattack.federation.train import train_federation
 from fedattack.target import Recipe
+
+# The tests' models are tiny: one intra-op thread is faster than two, and much faster when the
+# machine is busy (threads waiting on descheduled siblings slowed the suite 10-20x here).
+torch.set_num_threads(1)
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
 
