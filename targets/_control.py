@@ -97,8 +97,9 @@ class ControlVariateTarget(Target):
         eta = float(self.hyper.server_lr)
         out = dict(server)
         for n in self.param_names:
-            dx = sum(a * up[DY + n] for a, up in zip(coeffs, uplinks))
-            dc = sum(a * up[DC + n] for a, up in zip(coeffs, uplinks))
+            # a weight of 0 leaves an agent out even if its update overflowed (0 * inf is NaN)
+            dx = sum(a * up[DY + n] for a, up in zip(coeffs, uplinks) if a != 0)
+            dc = sum(a * up[DC + n] for a, up in zip(coeffs, uplinks) if a != 0)
             out[n] = server[n] + eta * dx
             out[C + n] = server[C + n] + c_scale * dc
         out.update(extra)

@@ -69,6 +69,11 @@ def calc_weights(d: torch.Tensor, alice: int, om: float, psi: float) -> torch.Te
     n = d.numel()
     if n == 1:
         return torch.ones(1, dtype=torch.float64)
+    if not bool(torch.isfinite(d).all()):
+        # An update overflowed. In exact arithmetic its distance is huge, dM with it, and eq. (3)
+        # tends to Psi for every finite agent and to 0 for the far one: take that limit.
+        alpha = torch.where(torch.isfinite(d), psi, 0.0).to(torch.float64)
+        return alpha / alpha.sum() if float(alpha.sum()) > 0 else alpha
     others = torch.cat([d[:alice], d[alice + 1:]])
     d_max, d_min = float(others.max()), float(others.min())
     spread = (d_max - d_min) / d_max if d_max > 0 else 0.0
@@ -123,4 +128,5 @@ class Waffle(ControlVariateTarget):
         row[0, senders] = alpha
         history = torch.cat([server[HISTORY], row])
         smoothed = history[-h.smoothing:].mean(0)[senders]
-        return (smoothed / smoothed.sum()).tolist(), 1.0, {HISTORY: history}
+        total = float(smoothed.sum())
+        return (smoothed / total if total > 0 else smoothed).tolist(), 1.0, {HISTORY: history}

@@ -87,3 +87,16 @@ def test_uniform_weights_step_by_the_mean_update() -> None:
     after = target.aggregate(server, ups, [5.0, 10.0, 20.0, 40.0], 1)
     for n, _ in target.model.named_parameters():
         torch.testing.assert_close(after[f"c.{n}"], server[f"c.{n}"] + sum(u[f"dc.{n}"] for u in ups) / 4)
+
+
+def test_an_overflowed_agent_is_left_out_and_the_model_stays_finite() -> None:
+    target = _target()
+    server = target.init_server(torch.Generator().manual_seed(0))
+    ups = _uplinks(target, 0.1)
+    for key in ups[3]:
+        ups[3][key] = torch.full_like(ups[3][key], float("inf"))
+    for k in range(4):
+        target.broadcast(server, k, 1)
+    after = target.aggregate(server, ups, [10.0] * 4, 1)
+    assert float(after[HISTORY][-1][3]) == 0.0  # the limit of eq. (3) as its distance grows
+    assert all(bool(torch.isfinite(after[n]).all()) for n in target.param_names)
