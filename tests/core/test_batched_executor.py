@@ -85,6 +85,23 @@ def test_clients_split_into_groups_match_sequential(method: str) -> None:
     _check_against_sequential(method, fast=True, group_size=3)
 
 
+def test_chunks_trained_side_by_side_equal_chunks_trained_in_turn() -> None:
+    """With two torch threads the MLP chunks train in two Python threads, one torch thread each;
+    that must change the speed only, not a bit of the federation."""
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        _, one, one_msgs, _ = _federate("fedavg", "batched", group_size=2)
+        torch.set_num_threads(2)
+        _, two, two_msgs, _ = _federate("fedavg", "batched", group_size=2)
+        assert torch.get_num_threads() == 2  # restored after the threaded section
+    finally:
+        torch.set_num_threads(before)
+    _close(one.server, two.server, exact=True)
+    for m, n in zip(one_msgs, two_msgs):
+        _close(m.payload, n.payload, exact=True)
+
+
 def _check_against_sequential(method: str, fast: bool, group_size: int | None = None) -> None:
     target, seq, seq_msgs, seq_acc = _federate(method, "sequential")
     _, bat, bat_msgs, bat_acc = _federate(method, "batched", fast, group_size)

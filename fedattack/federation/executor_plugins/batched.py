@@ -15,6 +15,8 @@ executor trains any list of `ClientJob`s, e.g. the membership attack's shadow mo
 from __future__ import annotations
 
 import copy
+import math
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import torch
@@ -62,22 +64,50 @@ class BatchedExecutor:
         for i, req in enumerate(requests):
             key = (id(req.target), req.target.recipe, signature(req))
             groups.setdefault(key, []).append(i)
+        chunks = [chunk for members in groups.values() for chunk in self._chunks(requests, members)]
         out: list[State] = [{}] * len(requests)
-        for members in groups.values():
-            first = requests[members[0]]
-            fast = self.fast and mlp_layers(first.target, first.problem) is not None
-            size = self.group_size or (CPU_MLP_GROUP if fast and self.device.type == "cpu" else len(members))
-            for start in range(0, len(members), size):
-                chunk = members[start:start + size]
-                reqs = [requests[i] for i in chunk]
-                if len(reqs) == 1 and not fast:
-                    r = reqs[0]
-                    trained = [sequential_train(r.target, r.problem, r.data, r.ctx)]
-                else:
-                    trained = train_stacked(reqs, self.device, self.fast)
-                for i, params in zip(chunk, trained):
-                    out[i] = params
+        for chunk, trained in zip(chunks, self._train_chunks(requests, chunks)):
+            for i, params in zip(chunk, trained):
+                out[i] = params
         return out
+
+    def _chunks(self, requests: list[TrainRequest], members: list[int]) -> list[list[int]]:
+        """Split one stackable group into near-equal chunks (see CPU_MLP_GROUP and cpu_workers)."""
+        first = requests[members[0]]
+        fast = self.fast and mlp_layers(first.target, first.problem) is not None
+        cap = self.group_size or (CPU_MLP_GROUP if fast and self.device.type == "cpu" else len(members))
+        parts = max(math.ceil(len(members) / cap), min(self.cpu_workers() if fast else 1, len(members)))
+        size = math.ceil(len(members) / parts)
+        return [members[s:s + size] for s in range(0, len(members), size)]
+
+    def cpu_workers(self) -> int:
+        """Chunks trained at once: one per torch thread on a CPU (1 on a GPU)."""
+        return torch.get_num_threads() if self.device.type == "cpu" else 1
+
+    def _train_chunks(self, requests: list[TrainRequest], chunks: list[list[int]]) -> list[list[State]]:
+        """Each chunk's trained parameters. On a CPU with several torch threads, the chunks run
+        side by side in Python threads with one torch thread each: the MLP step's small matrix
+        products barely gain from intra-op threads, and torch releases the GIL inside each op."""
+        def train(chunk: list[int]) -> list[State]:
+            reqs = [requests[i] for i in chunk]
+            if len(reqs) == 1 and not (self.fast and mlp_layers(reqs[0].target, reqs[0].problem)):
+                r = reqs[0]
+                return [sequential_train(r.target, r.problem, r.data, r.ctx)]
+            return train_stacked(reqs, self.device, self.fast)
+
+        # only the hand-written MLP step runs threaded; vmap's transforms stay on one thread
+        all_fast = self.fast and all(mlp_layers(requests[c[0]].target, requests[c[0]].problem)
+                                     for c in chunks)
+        workers = min(self.cpu_workers(), len(chunks)) if all_fast else 1
+        if workers < 2:
+            return [train(chunk) for chunk in chunks]
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                return list(pool.map(train, chunks))
+        finally:
+            torch.set_num_threads(threads)
 
     def evaluate(self, target: Target, deployed: list[State], datas: list[LocalData]) -> list[float]:
         """Local test accuracy of every client, clients with alike models evaluated together."""
