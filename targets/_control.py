@@ -118,25 +118,3 @@ class ControlVariateTarget(Target):
 def flat(payload: Payload, prefix: str, names: list[str]) -> torch.Tensor:
     """The tensors `prefix + name` of a payload as one vector (for distances between updates)."""
     return torch.cat([payload[prefix + n].reshape(-1) for n in names])
-
-
-class SenderLog:
-    """Which agents the server sent to this round, in order: their uplinks come back in that order.
-
-    The server of a personalising method must know whose update is Alice's; it knows whom it
-    sent the model to, which is what this records (server-side bookkeeping, not on the wire).
-    """
-
-    def __init__(self) -> None:
-        self._round: int = -1
-        self._sent: list[int] = []
-
-    def note(self, client: int, rnd: int) -> None:
-        if rnd != self._round:
-            self._round, self._sent = rnd, []
-        self._sent.append(client)
-
-    def senders(self, rnd: int, count: int) -> list[int]:
-        if rnd != self._round or len(self._sent) != count:
-            raise RuntimeError(f"round {rnd}: {count} uplinks but the server sent to {self._sent}")
-        return list(self._sent)

@@ -37,7 +37,8 @@ from fedattack.registry import UserError
 from fedattack.target import State
 from fedattack.wire import Payload
 
-from ._control import DY, ControlHyper, ControlVariateTarget, SenderLog, flat
+from ._alice import ForAlice
+from ._control import DY, ControlHyper, ControlVariateTarget, flat
 
 HISTORY = "waffle.alpha_history"
 
@@ -88,34 +89,24 @@ def calc_weights(d: torch.Tensor, alice: int, om: float, psi: float) -> torch.Te
     return alpha / alpha.sum()
 
 
-class Waffle(ControlVariateTarget):
+class Waffle(ForAlice, ControlVariateTarget):
     """SCAFFOLD with distance-based weights that personalise the model for one agent."""
 
     name = "waffle-wavg"
     paper = "Beaussart et al. 2021"
     Hyper = WaffleHyper
 
-    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
-        super().__init__(*args, **kwargs)
-        self.log = SenderLog()
-
     def init_server(self, gen: torch.Generator) -> State:
-        if not 0 <= self.hyper.alice < self.num_clients:
-            raise UserError(f"alice={self.hyper.alice} is not an agent; use 0..{self.num_clients - 1}")
+        self.check_alice()
         return {**super().init_server(gen),
                 HISTORY: torch.zeros(0, self.num_clients, dtype=torch.float64)}
-
-    def broadcast(self, server: State, client: int, rnd: int) -> Payload:
-        self.log.note(client, rnd)
-        return super().broadcast(server, client, rnd)
 
     def combine(self, server: State, uplinks: list[Payload], weights: list[float],
                 rnd: int) -> tuple[list[float], float, State]:
         h = self.hyper
-        senders = self.log.senders(rnd, len(uplinks))
-        if h.alice not in senders:  # no reference update: nothing moves this round
+        senders, a = self.alice_among(rnd, len(uplinks))
+        if a is None:  # no reference update: nothing moves this round
             return [0.0] * len(uplinks), 1.0, {}
-        a = senders.index(h.alice)
         ref = flat(uplinks[a], DY, self.param_names).double()
         d = torch.stack([(flat(up, DY, self.param_names).double() - ref).norm() for up in uplinks])
         om = omega(rnd, h.rounds, h.delta_omega)

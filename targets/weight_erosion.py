@@ -30,7 +30,8 @@ from fedattack.registry import UserError
 from fedattack.target import LocalData, LocalProblem, State, Target, WireSchema, initial_weights
 from fedattack.wire import Payload
 
-from ._control import SenderLog, flat
+from ._alice import ForAlice
+from ._control import flat
 
 G, ALPHA = "g.", "we.alpha"
 
@@ -57,26 +58,17 @@ def erode(alpha: torch.Tensor, d: torch.Tensor, sizes: torch.Tensor, rnd: int, b
     return (alpha - p_d * (1.0 + p_s * passes) * d).clamp(min=0.0)
 
 
-class WeightErosion(Target):
+class WeightErosion(ForAlice, Target):
     """Alice's model, updated by the gradients of all agents weighted by eroding similarity."""
 
     name = "weight-erosion"
     paper = "Grimberg et al. 2020"
     Hyper = ErosionHyper
 
-    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
-        super().__init__(*args, **kwargs)
-        self.log = SenderLog()
-
     def init_server(self, gen: torch.Generator) -> State:
-        if not 0 <= self.hyper.alice < self.num_clients:
-            raise UserError(f"alice={self.hyper.alice} is not an agent; use 0..{self.num_clients - 1}")
+        self.check_alice()
         return {**initial_weights(self.model, gen),
                 ALPHA: torch.ones(self.num_clients, dtype=torch.float64)}
-
-    def broadcast(self, server: State, client: int, rnd: int) -> Payload:
-        self.log.note(client, rnd)
-        return {n: server[n] for n in self.param_names}
 
     def start_local(self, down: Payload, private: State, data: LocalData) -> LocalProblem:
         return LocalProblem(params={n: down[n] for n in self.param_names}, consts={})
@@ -89,10 +81,10 @@ class WeightErosion(Target):
     def aggregate(self, server: State, uplinks: list[Payload], weights: list[float],
                   rnd: int) -> State:
         h = self.hyper
-        senders = self.log.senders(rnd, len(uplinks))
-        if h.alice not in senders:  # no reference gradient: nothing moves this round
+        senders, a = self.alice_among(rnd, len(uplinks))
+        if a is None:  # no reference gradient: nothing moves this round
             return server
-        ref = flat(uplinks[senders.index(h.alice)], G, self.param_names).double()
+        ref = flat(uplinks[a], G, self.param_names).double()
         norm = float(ref.norm()) or 1.0
         d = torch.stack([(flat(up, G, self.param_names).double() - ref).norm() / norm for up in uplinks])
         sizes = torch.tensor(weights, dtype=torch.float64)

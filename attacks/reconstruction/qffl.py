@@ -14,6 +14,7 @@ from fedattack.attacks.reconstruction.base import Reconstructed, Strategy
 from fedattack.attacks.view import Knowledge, Observation
 from fedattack.target import Target
 from fedattack.wire import Payload
+from fedattack.targets.qffl import loss_from_uplink
 
 
 class QFFLDecoded(Strategy):
@@ -44,16 +45,11 @@ class QFFLDecoded(Strategy):
 
 
 def solve_loss(up: Payload, q: float, lip: float, iters: int = 200) -> float:
-    """The root F of h = q s F^(-q-1) + L F^q below F*, by bisection in log F."""
+    """The root F of h = q s F^(-q-1) + L F^q below F*; a zero update leaves F = (h / L)^(1/q).
+
+    The bisection itself is the target's (`targets.qffl.loss_from_uplink`): the method that
+    defines the encoding owns its inverse."""
     s = sum(float((t.double() ** 2).sum()) for n, t in up.items() if n.startswith("delta."))
-    h = float(up["h"].double().reshape(()))
     if s == 0.0:
-        return (h / lip) ** (1.0 / q)
-    lo, hi = 1e-12, ((q + 1.0) * s / lip) ** (1.0 / (2.0 * q + 1.0))
-    for _ in range(iters):
-        mid = (lo * hi) ** 0.5
-        if q * s * mid ** (-q - 1.0) + lip * mid ** q > h:
-            lo = mid
-        else:
-            hi = mid
-    return (lo * hi) ** 0.5
+        return (float(up["h"].double().reshape(())) / lip) ** (1.0 / q)
+    return loss_from_uplink(up, q, 1.0 / lip, iters)
