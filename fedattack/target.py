@@ -88,6 +88,8 @@ class Target:
     def __init__(self, hyper: Any, model_name: str, input_shape: tuple[int, int, int],
                  num_classes: int, recipe: Recipe, num_clients: int) -> None:
         self.hyper = hyper
+        # the federation's number of rounds, for schedules; whoever builds the target sets it
+        self.total_rounds: int | None = None
         self.model_name = model_name
         self.recipe = recipe
         self.num_clients = num_clients

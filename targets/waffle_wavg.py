@@ -13,10 +13,11 @@ Then (dx, dc) = sum_i alpha_i (dy_i, dc_i) (eq. 1), x <- x + server_lr dx, c <- 
 Algorithm 1 line 6 divides by dM - min_i d_i; after line 4 the smallest distance is d_Alice, so
 this is eq. 3's dM - d_Alice. In rounds 1 and 2 the smoothing averages the rounds there are.
 
-`rounds` is R: the target cannot see `--rounds`, so set it to match (the default is the paper's
-100). The model is personalised for agent `alice` (0, as in the paper): every agent deploys
-Alice's model, and only Alice's accuracy is the paper's metric. To personalise for every agent,
-run one federation per agent (the paper: "WE (or WAFFLE) can be run several times in parallel"):
+R is the federation's `--rounds` (the paper's 100); `--set rounds=R` overrides it, e.g. to
+run the first rounds of a longer schedule. The model is personalised for agent `alice` (0, as
+in the paper): every agent deploys Alice's model, and only Alice's accuracy is the paper's
+metric. To personalise for every agent, run one federation per agent (the paper: "WE (or
+WAFFLE) can be run several times in parallel"):
     for a in $(seq 0 9); do fedattack train --method waffle-wavg --set alice=$a ...; done
 The paper has every agent in every round (--fraction 1). Under partial participation the
 weights are computed among the agents sampled with Alice (the smoothed weights restricted to
@@ -45,19 +46,21 @@ HISTORY = "waffle.alpha_history"
 
 @dataclass(frozen=True, kw_only=True)
 class WaffleHyper(ControlHyper):
-    """alice: the agent personalised for. delta_omega: slope of eq. (4). rounds: R of the schedule.
-    local_fraction: final share of rounds trained on Alice alone. smoothing: rounds averaged."""
+    """alice: the agent personalised for. delta_omega: slope of eq. (4). rounds: R of the schedule
+    (0: the federation's number of rounds). local_fraction: final share of rounds trained on
+    Alice alone. smoothing: rounds averaged."""
 
     alice: int = 0
     delta_omega: float = 3.2
-    rounds: int = 100
+    rounds: int = 0
     local_fraction: float = 0.05
     smoothing: int = 3
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.rounds < 1 or self.smoothing < 1 or not 0 <= self.local_fraction <= 1:
-            raise UserError("waffle-wavg needs rounds >= 1, smoothing >= 1, 0 <= local_fraction <= 1")
+        if self.rounds < 0 or self.smoothing < 1 or not 0 <= self.local_fraction <= 1:
+            raise UserError("waffle-wavg needs rounds >= 0 (0: the federation's), smoothing >= 1 "
+                            "and 0 <= local_fraction <= 1")
 
 
 def omega(r: int, total: int, delta_omega: float) -> float:
@@ -101,6 +104,10 @@ class Waffle(ForAlice, ControlVariateTarget):
         return {**super().init_server(gen),
                 HISTORY: torch.zeros(0, self.num_clients, dtype=torch.float64)}
 
+    def schedule_rounds(self) -> int:
+        """R of eq. (4): the hyperparameter if set, else the federation's rounds (else 100)."""
+        return self.hyper.rounds or self.total_rounds or 100
+
     def combine(self, server: State, uplinks: list[Payload], weights: list[float],
                 rnd: int) -> tuple[list[float], float, State]:
         h = self.hyper
@@ -109,8 +116,9 @@ class Waffle(ForAlice, ControlVariateTarget):
             return [0.0] * len(uplinks), 1.0, {}
         ref = flat(uplinks[a], DY, self.param_names).double()
         d = torch.stack([(flat(up, DY, self.param_names).double() - ref).norm() for up in uplinks])
-        om = omega(rnd, h.rounds, h.delta_omega)
-        if rnd >= (1.0 - h.local_fraction) * h.rounds:
+        total = self.schedule_rounds()
+        om = omega(rnd, total, h.delta_omega)
+        if rnd >= (1.0 - h.local_fraction) * total:
             alpha = torch.zeros(len(uplinks), dtype=torch.float64)
             alpha[a] = 1.0
         else:

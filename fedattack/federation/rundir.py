@@ -145,5 +145,7 @@ class Federation:
         spec = self.spec
         cls = TARGETS.get(spec.method)
         ds = self.manifest["dataset"]
-        return cls(cls.make_hyper(spec.hyper), spec.model, tuple(ds["input_shape"]),
-                   ds["num_classes"], spec.recipe, self.num_clients)
+        target = cls(cls.make_hyper(spec.hyper), spec.model, tuple(ds["input_shape"]),
+                     ds["num_classes"], spec.recipe, self.num_clients)
+        target.total_rounds = spec.rounds
+        return target

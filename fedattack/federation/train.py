@@ -29,8 +29,10 @@ from fedattack.wire import RecordingPolicy, payload_bytes
 
 def build_target(spec: FederationSpec, dataset: Dataset, num_clients: int) -> Target:
     cls = TARGETS.get(spec.method)
-    return cls(cls.make_hyper(spec.hyper), spec.model, dataset.input_shape,
-               dataset.num_classes, spec.recipe, num_clients)
+    target = cls(cls.make_hyper(spec.hyper), spec.model, dataset.input_shape,
+                 dataset.num_classes, spec.recipe, num_clients)
+    target.total_rounds = spec.rounds
+    return target
 
 
 def estimate_wire_bytes(target: Target, spec: FederationSpec, num_clients: int) -> int:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -16,6 +18,13 @@ def _target(**hyper):  # type: ignore[no-untyped-def]
     spec = tiny_spec(method="waffle-wavg", hyper=hyper, fraction=1.0,
                      recipe=Recipe(epochs=1, batch_size=16, lr=0.1))
     return build_target(spec, load_dataset("digits"), 4)
+
+
+def test_schedule_length_is_the_federations_rounds_unless_set() -> None:
+    spec = tiny_spec(method="waffle-wavg", rounds=37, fraction=1.0)
+    assert build_target(spec, load_dataset("digits"), 4).schedule_rounds() == 37
+    assert build_target(dataclasses.replace(spec, hyper={"rounds": 80}), load_dataset("digits"),
+                        4).schedule_rounds() == 80
 
 
 def test_schedule_moves_from_global_to_local() -> None:
