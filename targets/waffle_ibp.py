@@ -166,7 +166,9 @@ class WaffleHyper:
     """alpha_ratio: IBP alpha / F. factors: F override (0 = paper). temperature: relaxed
     Bernoulli temperature. kl_b: concrete (one-sample, IBP-WF) or bernoulli (exact given v).
     eval_threshold: factors with pi below it are off at evaluation. selection_lr_scale: SGD
-    step of pi, c, d relative to the shared lr."""
+    step of pi, c, d relative to the shared lr. r_init_mean: mean of the factor strengths'
+    initial N(mean, 0.1^2) (IBP-WF's 0 suits its Adam; under plain SGD the composed weights
+    then start about 20 times smaller than a plain layer's; a diagnostic, not in the paper)."""
 
     alpha_ratio: float = 1.0
     factors: int = 0
@@ -174,6 +176,7 @@ class WaffleHyper:
     kl_b: str = "concrete"
     eval_threshold: float = 0.0
     selection_lr_scale: float = 1.0
+    r_init_mean: float = 0.0
 
     def __post_init__(self) -> None:
         if min(self.alpha_ratio, self.temperature, self.selection_lr_scale) <= 0 or self.factors < 0:
@@ -192,6 +195,12 @@ class WaffleIBP(FactorSelectionTarget):
 
     def alpha(self, layer: str) -> float:
         return float(self.hyper.alpha_ratio) * self.factorized[layer]
+
+    def init_server(self, gen: torch.Generator) -> State:
+        state = super().init_server(gen)
+        for layer in self.factorized:
+            state[f"{layer}.r"] = state[f"{layer}.r"] + float(self.hyper.r_init_mean)
+        return state
 
     def init_selection(self, layer: str, num_factors: int) -> State:
         alpha = self.alpha(layer)
