@@ -53,13 +53,8 @@ class Dirichlet:
     Options = DirichletOptions
 
     @staticmethod
-    def split(
-        labels: np.ndarray,
-        num_clients: int | None,
-        seed: int,
-        dataset_name: str,
-        options: DirichletOptions,
-    ) -> Partition:
+    def split(labels: np.ndarray, num_clients: int | None, seed: int, dataset_name: str,
+              options: DirichletOptions) -> Partition:
         check_fraction("test_fraction", options.test_fraction)
         n = num_clients if num_clients is not None else default_num_clients(dataset_name)
         _check(options, n, len(labels))

@@ -37,13 +37,8 @@ class IID:
     Options = IIDOptions
 
     @staticmethod
-    def split(
-        labels: np.ndarray,
-        num_clients: int | None,
-        seed: int,
-        dataset_name: str,
-        options: IIDOptions,
-    ) -> Partition:
+    def split(labels: np.ndarray, num_clients: int | None, seed: int, dataset_name: str,
+              options: IIDOptions) -> Partition:
         check_fraction("test_fraction", options.test_fraction)
         n = num_clients if num_clients is not None else default_num_clients(dataset_name)
         check_num_clients(n, len(labels))

@@ -71,13 +71,8 @@ class LabelDistribution:
     Options = LabelDistributionOptions
 
     @staticmethod
-    def split(
-        labels: np.ndarray,
-        num_clients: int | None,
-        seed: int,
-        dataset_name: str,
-        options: LabelDistributionOptions,
-    ) -> Partition:
+    def split(labels: np.ndarray, num_clients: int | None, seed: int, dataset_name: str,
+              options: LabelDistributionOptions) -> Partition:
         check_fraction("test_fraction", options.test_fraction)
         n = num_clients if num_clients is not None else PAPER_AGENTS
         dist, sizes, concept_shift = _tables(options, n, labels)

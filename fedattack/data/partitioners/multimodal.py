@@ -71,13 +71,8 @@ class Multimodal:
     Options = MultimodalOptions
 
     @staticmethod
-    def split(
-        labels: np.ndarray,
-        num_clients: int | None,
-        seed: int,
-        dataset_name: str,
-        options: MultimodalOptions,
-    ) -> Partition:
+    def split(labels: np.ndarray, num_clients: int | None, seed: int, dataset_name: str,
+              options: MultimodalOptions) -> Partition:
         check_fraction("test_fraction", options.test_fraction)
         opts = resolve(options, dataset_name, num_clients, int(labels.max()) + 1)
         z = opts.classes_per_client

@@ -53,13 +53,8 @@ class Shards:
     Options = ShardsOptions
 
     @staticmethod
-    def split(
-        labels: np.ndarray,
-        num_clients: int | None,
-        seed: int,
-        dataset_name: str,
-        options: ShardsOptions,
-    ) -> Partition:
+    def split(labels: np.ndarray, num_clients: int | None, seed: int, dataset_name: str,
+              options: ShardsOptions) -> Partition:
         check_fraction("test_fraction", options.test_fraction)
         z = options.classes_per_client
         n = num_clients if num_clients is not None else default_num_clients(dataset_name)
