@@ -94,7 +94,7 @@ def _attack_table(attack: str, results: list[LoadedResult], baseline: str | None
 
     buckets: dict[tuple[str, ...], list[LoadedResult]] = defaultdict(list)
     for r in results:
-        key = (r.run.dataset, r.run.method, threat_label(r), r.result.reconstruction)
+        key = (r.run.dataset, r.run.label, threat_label(r), r.result.reconstruction)
         buckets[key].append(r)
     names = {m for r in results if r.result.applicable for m in metrics_of(r)}
     metrics = metric_info.order(names, "attack")
@@ -125,7 +125,7 @@ def utility_table(inputs: Inputs, extra: Iterable[str] = ()) -> Table | None:
         return None
     buckets: dict[tuple[str, ...], list[RunInfo]] = defaultdict(list)
     for run in inputs.runs:
-        buckets[(run.dataset, run.partition, run.method)].append(run)
+        buckets[(run.dataset, run.partition, run.label)].append(run)
     wanted = set(extra)
     names = {m for run in inputs.runs for m in run.utility
              if m in metric_info.UTILITY_METRICS and m != "agent0_best" or m.startswith("group:")}

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from fedattack.registry import UserError
+from fedattack.registry import TARGETS, UserError
 from fedattack.results import RESULT_SCHEMA, AttackResult
 
 MANIFEST = "federation.json"
@@ -32,13 +32,19 @@ class RunInfo:
     utility: dict[str, float] = field(default_factory=dict)
     path: Path | None = None
     classes: list[str] = field(default_factory=list)
+    variant: str = ""  # hyperparameters that differ from the method's defaults, "k=v, ..."
+
+    @property
+    def label(self) -> str:
+        """The method as tables and figures name it: two settings of one method are two rows."""
+        return f"{self.method} [{self.variant}]" if self.variant else self.method
 
     @property
     def ident(self) -> tuple[Any, ...]:
         """Two results of one federation must count it once in the utility table."""
         if self.path is not None:
             return ("path", str(self.path.resolve()))
-        return ("spec", self.method, self.dataset, self.partition, self.seed)
+        return ("spec", self.label, self.dataset, self.partition, self.seed)
 
 
 @dataclass
@@ -82,7 +88,7 @@ def collect(paths: Iterable[str | Path]) -> Inputs:
         raise UserError(f"no fedattack results or run directories found in {names}; run `fedattack evaluate` first")
     results = list({str(r.path.resolve()): r for r in results}.values())  # overlapping folders
     results.sort(key=lambda r: str(r.path))
-    return Inputs(results, sorted(runs.values(), key=lambda r: (r.dataset, r.partition, r.method, r.seed)))
+    return Inputs(results, sorted(runs.values(), key=lambda r: (r.dataset, r.partition, r.label, r.seed)))
 
 
 def _scan_folder(folder: Path, results: list[LoadedResult], runs: dict[tuple[Any, ...], RunInfo]) -> None:
@@ -126,9 +132,10 @@ def run_of(result: AttackResult, result_path: Path) -> RunInfo:
         if info is not None:
             return info
     utility = {k: float(v) for k, v in (run.get("utility") or {}).items() if _is_number(v)}
-    return RunInfo(method=str(run.get("method", "?")), dataset=str(run.get("dataset", "?")),
+    method = str(run.get("method", "?"))
+    return RunInfo(method=method, dataset=str(run.get("dataset", "?")),
                    partition=_partition_name(run.get("partition", "?")), seed=int(run.get("seed", 0)),
-                   utility=utility, path=None)
+                   utility=utility, path=None, variant=variant_of(method, run.get("hyper")))
 
 
 def _locate(raw: Any, result_path: Path) -> Path | None:
@@ -154,11 +161,25 @@ def read_run(folder: Path, strict: bool = True) -> RunInfo | None:
         return RunInfo(method=spec["method"], dataset=spec["dataset"],
                        partition=_partition_name(manifest.get("partition", spec["partition"]), spec),
                        seed=int(spec.get("seed", 0)), utility=utility, path=folder,
-                       classes=[str(c) for c in (manifest.get("dataset") or {}).get("classes", [])])
+                       classes=[str(c) for c in (manifest.get("dataset") or {}).get("classes", [])],
+                       variant=variant_of(spec["method"], spec.get("hyper")))
     except (OSError, ValueError, KeyError, TypeError):
         if strict:
             raise UserError(f"{folder} is not a complete fedattack run directory") from None
         return None
+
+
+def variant_of(method: str, hyper: Any) -> str:
+    """The hyperparameters a run set away from its method's defaults (as the method parses them)."""
+    if not isinstance(hyper, dict) or not hyper:
+        return ""
+    try:
+        cls = TARGETS.get(method)
+        chosen, default = asdict(cls.make_hyper(hyper)), asdict(cls.make_hyper({}))
+        changed = {k: v for k, v in chosen.items() if v != default.get(k)}
+    except (UserError, TypeError, ValueError):  # a method or setting unknown here: show what was set
+        changed = dict(hyper)
+    return ", ".join(f"{k}={v}" for k, v in sorted(changed.items()))
 
 
 def _history_metrics(folder: Path) -> dict[str, float]:

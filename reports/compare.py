@@ -48,7 +48,9 @@ def comparison(key: str, ours: list[Table]) -> Table:
 
 
 def _method(row: Row, table: Table) -> str:
-    return row.key[table.key_names.index("method")]
+    """The method a row ran, without its variant: "waffle-ibp [r_init_mean=1.0]" is waffle-ibp,
+    so the paper's number stands beside every setting we tried, each in its own row."""
+    return row.key[table.key_names.index("method")].split(" [")[0]
 
 
 def _missing(numbers: list[PaperNumber], matched: set, source: Table | None) -> list[tuple[str, str | None, str]]:

@@ -50,7 +50,7 @@ def roc_figures(results: list[LoadedResult], out: Path) -> FigureList:
     groups: dict[tuple[str, str, str], dict[str, list[LoadedResult]]] = defaultdict(lambda: defaultdict(list))
     for r in results:
         if "roc_fpr" in r.result.curves:
-            label = r.run.method + ("" if r.result.reconstruction in ("none", "") else f" / {r.result.reconstruction}")
+            label = r.run.label + ("" if r.result.reconstruction in ("none", "") else f" / {r.result.reconstruction}")
             groups[(r.result.attack, r.run.dataset, threat_label(r))][label].append(r)
     figures: FigureList = []
     for (attack, dataset, threat), by_label in sorted(groups.items()):
@@ -123,7 +123,7 @@ def privacy_utility_figure(results: list[LoadedResult], tables: list[Table], out
 
 def _utility(results: list[LoadedResult], attack: str, key: tuple[str, ...]) -> Stat:
     runs = {r.run.ident: r.run for r in results if r.result.attack == attack
-            and (r.run.dataset, r.run.method, threat_label(r), r.result.reconstruction) == key}
+            and (r.run.dataset, r.run.label, threat_label(r), r.result.reconstruction) == key}
     return Stat.of(run.utility.get("mean", float("nan")) for run in runs.values())
 
 

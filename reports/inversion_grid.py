@@ -111,10 +111,10 @@ def inversion_figures(results: list[LoadedResult], out: Path) -> FigureList:
         victim, seed = _shown_victim(members)
         shown = [r for r in members if (r.result.victim, r.result.seed) == (victim, seed)]
         rows: list[tuple[str, Images]] = []
-        for r in sorted(shown, key=lambda r: (r.run.method, "upper bound" in threat_label(r), threat_label(r),
+        for r in sorted(shown, key=lambda r: (r.run.label, "upper bound" in threat_label(r), threat_label(r),
                                                r.result.reconstruction)):
             recon = r.result.reconstruction
-            label = f"{r.run.method}\n{threat_label(r)}" + ("" if recon in ("none", "") else f"\n{recon}")
+            label = f"{r.run.label}\n{threat_label(r)}" + ("" if recon in ("none", "") else f"\n{recon}")
             rows.append((label, artifact_images(r, "recon")))
         count = max((len(images) for _, images in rows), default=0)
         means = next((m for m in (artifact_images(r, "mean", count) for r in shown) if m), {})

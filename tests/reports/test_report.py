@@ -133,3 +133,20 @@ def test_relevant_paper_tables_are_suggested(tmp_path: Path) -> None:
                  run={"method": "fedavg", "dataset": "cifar10", "partition": "shards"}).save(tmp_path / "a.json")
     # the attack matches Table 3; the attacked run's utility (shards = unimodal) matches Table 1
     assert relevant(collect([tmp_path])) == ["waffle-ibp:table1", "waffle-ibp:table3"]
+
+
+def test_two_settings_of_one_method_are_two_rows_each_beside_the_paper(tmp_path: Path) -> None:
+    """Runs that differ in a hyperparameter must never be averaged into one row."""
+    from fedattack.results import AttackResult
+    for name, hyper, acc in [("plain", {}, 0.8), ("shifted", {"r_init_mean": "1"}, 0.6)]:
+        run = {"method": "waffle-ibp", "dataset": "cifar10", "hyper": hyper}
+        AttackResult(attack="membership", threat_model="eavesdropper", run=run, victim=0,
+                     metrics={"accuracy": acc, "f1": acc}).save(tmp_path / f"{name}.json")
+    build_report([tmp_path], tmp_path / "r", papers=["waffle-ibp:table3"], figures=False)
+    rows = {r["method"]: r for r in read_csv(tmp_path / "r" / "tables" / "membership.csv")}
+    assert set(rows) == {"waffle-ibp", "waffle-ibp [r_init_mean=1.0]"}
+    assert float(rows["waffle-ibp"]["accuracy_mean"]) == pytest.approx(80.0)
+    assert float(rows["waffle-ibp [r_init_mean=1.0]"]["accuracy_mean"]) == pytest.approx(60.0)
+    paper = {r["method"]: r for r in read_csv(tmp_path / "r" / "tables" / "paper-waffle-ibp-table3.csv")}
+    assert paper["waffle-ibp [r_init_mean=1.0]"]["paper:accuracy"].startswith("56.20")
+    assert paper["waffle-ibp"]["paper:accuracy"].startswith("56.20")
