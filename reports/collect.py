@@ -33,6 +33,7 @@ class RunInfo:
     path: Path | None = None
     classes: list[str] = field(default_factory=list)
     variant: str = ""  # hyperparameters that differ from the method's defaults, "k=v, ..."
+    recipe: dict[str, Any] = field(default_factory=dict)  # local training: epochs, batch size, lr
 
     @property
     def label(self) -> str:
@@ -83,12 +84,29 @@ def collect(paths: Iterable[str | Path]) -> Inputs:
             raise UserError(f"{path} does not exist; pass result files or folders holding them")
     for r in results:
         _add_run(r.run, runs)
+        r.run = runs[r.run.ident]  # one object per federation, so labels set below reach both
+    _separate_recipes(list(runs.values()))
     if not results and not runs:
         names = ", ".join(str(p) for p in paths)
         raise UserError(f"no fedattack results or run directories found in {names}; run `fedattack evaluate` first")
     results = list({str(r.path.resolve()): r for r in results}.values())  # overlapping folders
     results.sort(key=lambda r: str(r.path))
     return Inputs(results, sorted(runs.values(), key=lambda r: (r.dataset, r.partition, r.label, r.seed)))
+
+
+def _separate_recipes(runs: list[RunInfo]) -> None:
+    """Runs of one method that trained with different recipes (say two learning rates) get the
+    differing fields in their label, so they are never averaged into one row; seeds still are."""
+    groups: dict[tuple[str, str, str], list[RunInfo]] = {}
+    for run in runs:
+        groups.setdefault((run.dataset, run.partition, run.label), []).append(run)
+    for members in groups.values():
+        keys = sorted({k for run in members for k in run.recipe})
+        differing = [k for k in keys if len({json.dumps(run.recipe.get(k)) for run in members}) > 1]
+        for run in members:
+            extra = ", ".join(f"{k}={run.recipe.get(k)}" for k in differing)
+            if extra:
+                run.variant = f"{run.variant}, {extra}" if run.variant else extra
 
 
 def _scan_folder(folder: Path, results: list[LoadedResult], runs: dict[tuple[Any, ...], RunInfo]) -> None:
@@ -162,7 +180,8 @@ def read_run(folder: Path, strict: bool = True) -> RunInfo | None:
                        partition=_partition_name(manifest.get("partition", spec["partition"]), spec),
                        seed=int(spec.get("seed", 0)), utility=utility, path=folder,
                        classes=[str(c) for c in (manifest.get("dataset") or {}).get("classes", [])],
-                       variant=variant_of(spec["method"], spec.get("hyper")))
+                       variant=variant_of(spec["method"], spec.get("hyper")),
+                       recipe=dict(spec.get("recipe") or {}))
     except (OSError, ValueError, KeyError, TypeError):
         if strict:
             raise UserError(f"{folder} is not a complete fedattack run directory") from None

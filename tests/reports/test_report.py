@@ -150,3 +150,21 @@ def test_two_settings_of_one_method_are_two_rows_each_beside_the_paper(tmp_path:
     paper = {r["method"]: r for r in read_csv(tmp_path / "r" / "tables" / "paper-waffle-ibp-table3.csv")}
     assert paper["waffle-ibp [r_init_mean=1.0]"]["paper:accuracy"].startswith("56.20")
     assert paper["waffle-ibp"]["paper:accuracy"].startswith("56.20")
+
+
+def test_runs_with_different_learning_rates_are_two_rows_but_seeds_average(tmp_path: Path) -> None:
+    import json
+    for name, lr, seed, acc in [("a", 0.1, 0, 60.0), ("b", 0.1, 1, 70.0), ("c", 0.05, 0, 90.0)]:
+        folder = tmp_path / name
+        folder.mkdir()
+        spec = {"method": "fedavg", "dataset": "digits", "partition": "iid", "seed": seed, "hyper": {},
+                "recipe": {"epochs": 1, "batch_size": 10, "lr": lr}}
+        manifest = {"spec": spec, "partition": {"name": "iid", "options": {}}, "complete": True,
+                    "utility": {"mean": acc, "std": 1.0, "variance": 1.0}}
+        (folder / "federation.json").write_text(json.dumps(manifest))
+        (folder / "metrics.json").write_text(json.dumps({"rounds": [], "final": manifest["utility"]}))
+    build_report([tmp_path], tmp_path / "r", figures=False)
+    rows = {r["method"]: r for r in read_csv(tmp_path / "r" / "tables" / "utility.csv")}
+    assert set(rows) == {"fedavg [lr=0.1]", "fedavg [lr=0.05]"}
+    assert float(rows["fedavg [lr=0.1]"]["mean_mean"]) == pytest.approx(65.0)
+    assert rows["fedavg [lr=0.1]"]["n"] == "2"
