@@ -34,6 +34,7 @@ class RunInfo:
     classes: list[str] = field(default_factory=list)
     variant: str = ""  # hyperparameters that differ from the method's defaults, "k=v, ..."
     recipe: dict[str, Any] = field(default_factory=dict)  # local training: epochs, batch size, lr
+    partition_options: dict[str, Any] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -85,7 +86,7 @@ def collect(paths: Iterable[str | Path]) -> Inputs:
     for r in results:
         _add_run(r.run, runs)
         r.run = runs[r.run.ident]  # one object per federation, so labels set below reach both
-    _separate_recipes(list(runs.values()))
+    _separate_settings(list(runs.values()))
     if not results and not runs:
         names = ", ".join(str(p) for p in paths)
         raise UserError(f"no fedattack results or run directories found in {names}; run `fedattack evaluate` first")
@@ -94,19 +95,24 @@ def collect(paths: Iterable[str | Path]) -> Inputs:
     return Inputs(results, sorted(runs.values(), key=lambda r: (r.dataset, r.partition, r.label, r.seed)))
 
 
-def _separate_recipes(runs: list[RunInfo]) -> None:
-    """Runs of one method that trained with different recipes (say two learning rates) get the
-    differing fields in their label, so they are never averaged into one row; seeds still are."""
-    groups: dict[tuple[str, str, str], list[RunInfo]] = {}
-    for run in runs:
-        groups.setdefault((run.dataset, run.partition, run.label), []).append(run)
-    for members in groups.values():
-        keys = sorted({k for run in members for k in run.recipe})
-        differing = [k for k in keys if len({json.dumps(run.recipe.get(k)) for run in members}) > 1]
-        for run in members:
-            extra = ", ".join(f"{k}={run.recipe.get(k)}" for k in differing)
-            if extra:
-                run.variant = f"{run.variant}, {extra}" if run.variant else extra
+def _separate_settings(runs: list[RunInfo]) -> None:
+    """Runs of one method on one partition that differ in a partition option (say the shuffle
+    share) or in the training recipe (say the learning rate) get the differing values in their
+    labels, so they are never averaged into one row; runs that differ only in seed still are."""
+    for field_name in ("partition_options", "recipe"):
+        groups: dict[tuple[str, str, str], list[RunInfo]] = {}
+        for run in runs:
+            groups.setdefault((run.dataset, run.partition, run.label), []).append(run)
+        for members in groups.values():
+            values = [getattr(run, field_name) for run in members]
+            keys = sorted({k for v in values for k in v})
+            differing = [k for k in keys if len({json.dumps(v.get(k), sort_keys=True) for v in values}) > 1]
+            for run, v in zip(members, values):
+                extra = ", ".join(f"{k}={v.get(k)}" for k in differing)
+                if extra and field_name == "recipe":
+                    run.variant = f"{run.variant}, {extra}" if run.variant else extra
+                elif extra:
+                    run.partition = f"{run.partition} [{extra}]"
 
 
 def _scan_folder(folder: Path, results: list[LoadedResult], runs: dict[tuple[Any, ...], RunInfo]) -> None:
@@ -181,7 +187,8 @@ def read_run(folder: Path, strict: bool = True) -> RunInfo | None:
                        seed=int(spec.get("seed", 0)), utility=utility, path=folder,
                        classes=[str(c) for c in (manifest.get("dataset") or {}).get("classes", [])],
                        variant=variant_of(spec["method"], spec.get("hyper")),
-                       recipe=dict(spec.get("recipe") or {}))
+                       recipe=dict(spec.get("recipe") or {}),
+                       partition_options=_partition_options(manifest.get("partition"), spec))
     except (OSError, ValueError, KeyError, TypeError):
         if strict:
             raise UserError(f"{folder} is not a complete fedattack run directory") from None
@@ -220,6 +227,12 @@ def _partition_name(partition: Any, spec: dict[str, Any] | None = None) -> str:
         name, opts = str(partition), (spec or {}).get("partition_options") or {}
     dist = opts.get("distribution") if isinstance(opts, dict) else None
     return f"{name}:{dist}" if dist else name
+
+
+def _partition_options(partition: Any, spec: dict[str, Any]) -> dict[str, Any]:
+    opts = partition.get("options") if isinstance(partition, dict) else None
+    opts = opts or spec.get("partition_options") or {}
+    return dict(opts) if isinstance(opts, dict) else {}
 
 
 def _is_number(value: Any) -> bool:
