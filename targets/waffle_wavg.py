@@ -39,25 +39,32 @@ from fedattack.target import State
 from fedattack.wire import Payload
 
 from ._alice import ForAlice
-from ._control import DY, ControlHyper, ControlVariateTarget, flat
+from ._control import C, DC, DY, ControlHyper, ControlVariateTarget, flat
 
 HISTORY = "waffle.alpha_history"
+CI = "waffle.c_i."  # server-side running sum of each agent's dc uplinks (control=variates)
 
 
 @dataclass(frozen=True, kw_only=True)
 class WaffleHyper(ControlHyper):
     """alice: the agent personalised for. delta_omega: slope of eq. (4). rounds: R of the schedule
     (0: the federation's number of rounds). local_fraction: final share of rounds trained on
-    Alice alone. smoothing: rounds averaged."""
+    Alice alone. smoothing: rounds averaged. control: how c moves, "increments" (eq. 1 as
+    written: c <- c + sum_i alpha_i dc_i) or "variates" (c <- sum_i alpha_i c_i, the weighted
+    mean of the agents' control variates, which the server adds up from their dc uplinks; the
+    two agree for SCAFFOLD's equal weights, and differ once the weights change between rounds)."""
 
     alice: int = 0
     delta_omega: float = 3.2
     rounds: int = 0
     local_fraction: float = 0.05
     smoothing: int = 3
+    control: str = "increments"
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.control not in {"increments", "variates"}:
+            raise UserError(f"waffle-wavg control={self.control!r}: use increments or variates")
         if self.rounds < 0 or self.smoothing < 1 or not 0 <= self.local_fraction <= 1:
             raise UserError("waffle-wavg needs rounds >= 0 (0: the federation's), smoothing >= 1 "
                             "and 0 <= local_fraction <= 1")
@@ -101,8 +108,25 @@ class Waffle(ForAlice, ControlVariateTarget):
 
     def init_server(self, gen: torch.Generator) -> State:
         self.check_alice()
-        return {**super().init_server(gen),
-                HISTORY: torch.zeros(0, self.num_clients, dtype=torch.float64)}
+        state = {**super().init_server(gen),
+                 HISTORY: torch.zeros(0, self.num_clients, dtype=torch.float64)}
+        if self.hyper.control == "variates":
+            state.update({CI + n: torch.zeros(self.num_clients, *state[n].shape) for n in self.param_names})
+        return state
+
+    def aggregate(self, server: State, uplinks: list[Payload], weights: list[float],
+                  rnd: int) -> State:
+        out = super().aggregate(server, uplinks, weights, rnd)
+        if self.hyper.control != "variates":
+            return out
+        senders, coeffs = self._combined
+        for n in self.param_names:
+            c_i = server[CI + n].clone()
+            c_i[senders] += torch.stack([up[DC + n] for up in uplinks])
+            out[CI + n] = c_i
+            if any(coeffs):
+                out[C + n] = sum(a * c_i[k] for a, k in zip(coeffs, senders) if a != 0)
+        return out
 
     def schedule_rounds(self) -> int:
         """R of eq. (4): the hyperparameter if set, else the federation's rounds (else 100)."""
@@ -113,6 +137,7 @@ class Waffle(ForAlice, ControlVariateTarget):
         h = self.hyper
         senders, a = self.alice_among(rnd, len(uplinks))
         if a is None:  # no reference update: nothing moves this round
+            self._combined = (senders, [0.0] * len(uplinks))
             return [0.0] * len(uplinks), 1.0, {}
         ref = flat(uplinks[a], DY, self.param_names).double()
         d = torch.stack([(flat(up, DY, self.param_names).double() - ref).norm() for up in uplinks])
@@ -128,4 +153,6 @@ class Waffle(ForAlice, ControlVariateTarget):
         history = torch.cat([server[HISTORY], row])
         smoothed = history[-h.smoothing:].mean(0)[senders]
         total = float(smoothed.sum())
-        return (smoothed / total if total > 0 else smoothed).tolist(), 1.0, {HISTORY: history}
+        coeffs = (smoothed / total if total > 0 else smoothed).tolist()
+        self._combined = (senders, coeffs)  # for aggregate's control=variates
+        return coeffs, 1.0, {HISTORY: history}

@@ -109,3 +109,26 @@ def test_an_overflowed_agent_is_left_out_and_the_model_stays_finite() -> None:
     after = target.aggregate(server, ups, [10.0] * 4, 1)
     assert float(after[HISTORY][-1][3]) == 0.0  # the limit of eq. (3) as its distance grows
     assert all(bool(torch.isfinite(after[n]).all()) for n in target.param_names)
+
+
+def test_control_variates_mode_keeps_c_the_weighted_mean_of_the_agents_variates() -> None:
+    """With equal weights both modes are SCAFFOLD's; in "variates" c is always sum_i alpha_i c_i."""
+    spec = tiny_spec(method="waffle-wavg", hyper={"control": "variates"}, fraction=1.0, rounds=3,
+                     recipe=Recipe(epochs=1, batch_size=16, lr=0.1))
+    dataset = load_dataset("digits")
+    target = build_target(spec, dataset, 4)
+    from fedattack.data.partition import make_partition
+    from fedattack.federation.executors import make_executor
+    from fedattack.federation.loop import RoundLoop, client_data
+    partition = make_partition(spec.partition, dataset.y_train.numpy(), 4, spec.seed, spec.dataset,
+                               **spec.partition_options)
+    datas = [client_data(dataset, partition, k) for k in range(4)]
+    loop = RoundLoop(spec, target, datas, make_executor("sequential"), lambda m: None)
+    state = loop.start()
+    for rnd in range(1, 4):
+        loop.run_round(state, rnd)
+        senders, coeffs = target._combined
+        assert len(set(coeffs)) > 1  # the weights really differ, so the modes would disagree
+        for n in target.param_names:
+            expect = sum(a * state.private[k][f"c.{n}"] for a, k in zip(coeffs, senders))
+            torch.testing.assert_close(state.server[f"c.{n}"], expect, atol=1e-5, rtol=1e-4)
