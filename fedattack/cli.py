@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import signal
 import sys
+from types import FrameType
 
 import click
 
@@ -33,7 +35,13 @@ def _add_commands() -> None:
 _add_commands()
 
 
+def _interrupt_on_terminate(signum: int, frame: FrameType | None) -> None:
+    """A scheduler's or `kill`'s SIGTERM should clean up like Ctrl-C, not leave a partial run."""
+    raise KeyboardInterrupt
+
+
 def main() -> None:
+    signal.signal(signal.SIGTERM, _interrupt_on_terminate)
     try:
         cli.main(standalone_mode=False)
     except UserError as exc:

@@ -5,6 +5,10 @@ from __future__ import annotations
 import json
 import pickle
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -127,3 +131,19 @@ def test_interrupted_training_leaves_nothing_that_loads(tmp_path: Path, monkeypa
 def test_existing_output_is_not_overwritten_without_asking(fedavg_run: Path) -> None:
     with pytest.raises(UserError, match="already exists"):
         train_federation(tiny_spec(), fedavg_run, progress=False)
+
+
+def test_terminated_training_cleans_up_like_ctrl_c(tmp_path: Path) -> None:
+    """A batch scheduler stops jobs with SIGTERM; that must not strand a partial run directory."""
+    command = [sys.executable, "-c", "from fedattack.cli import main; main()", "train",
+               "--dataset", "digits", "--rounds", "100000", "--quiet", "--out", str(tmp_path / "run")]
+    job = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not any(p.name.startswith(".run.partial-") for p in tmp_path.iterdir()):
+        assert job.poll() is None and time.monotonic() < deadline, "training never started"
+        time.sleep(0.2)
+    job.send_signal(signal.SIGTERM)
+    _, err = job.communicate(timeout=120)
+    assert job.returncode == 130, err
+    assert "interrupted" in err
+    assert list(tmp_path.iterdir()) == []
