@@ -19,6 +19,7 @@ from fedattack.registry import TARGETS, UserError
 from fedattack.results import RESULT_SCHEMA, AttackResult
 
 MANIFEST = "federation.json"
+VARIANT_OPEN = " ["  # between a method and its variant in a label: "waffle-ibp [r_init_mean=1.0]"
 
 
 @dataclass
@@ -39,7 +40,7 @@ class RunInfo:
     @property
     def label(self) -> str:
         """The method as tables and figures name it: two settings of one method are two rows."""
-        return f"{self.method} [{self.variant}]" if self.variant else self.method
+        return f"{self.method}{VARIANT_OPEN}{self.variant}]" if self.variant else self.method
 
     @property
     def ident(self) -> tuple[Any, ...]:
@@ -112,7 +113,7 @@ def _separate_settings(runs: list[RunInfo]) -> None:
                 if extra and field_name == "recipe":
                     run.variant = f"{run.variant}, {extra}" if run.variant else extra
                 elif extra:
-                    run.partition = f"{run.partition} [{extra}]"
+                    run.partition = f"{run.partition}{VARIANT_OPEN}{extra}]"
 
 
 def _scan_folder(folder: Path, results: list[LoadedResult], runs: dict[tuple[Any, ...], RunInfo]) -> None:
@@ -193,6 +194,12 @@ def read_run(folder: Path, strict: bool = True) -> RunInfo | None:
         if strict:
             raise UserError(f"{folder} is not a complete fedattack run directory") from None
         return None
+
+
+def without_variant(label: str) -> str:
+    """A method or partition label without the differing settings appended to it, so that a
+    paper's number, keyed by the bare name, stands beside every setting we ran."""
+    return label.split(VARIANT_OPEN)[0]
 
 
 def variant_of(method: str, hyper: Any) -> str:

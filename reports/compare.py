@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from fedattack.reports import metric_info
 from fedattack.reports.aggregate import Cell, Row, Table
-from fedattack.reports.collect import Inputs
+from fedattack.reports.collect import Inputs, without_variant
 from fedattack.reports.paper_numbers import NUMBERS, TABLES, PaperNumber, lookup
 
 
@@ -32,7 +32,7 @@ def comparison(key: str, ours: list[Table]) -> Table:
     matched: set[tuple[str, str | None, str]] = set()
     for row in (source.rows if source else []):
         dataset, method = row.key[0], _method(row, source)
-        partition = row.key[part_idx] if part_idx is not None else None
+        partition = without_variant(row.key[part_idx]) if part_idx is not None else None
         mine = [n for n in numbers if n.dataset == dataset and n.method == method
                 and (n.partition is None or n.partition == partition)]
         if not mine:
@@ -48,9 +48,8 @@ def comparison(key: str, ours: list[Table]) -> Table:
 
 
 def _method(row: Row, table: Table) -> str:
-    """The method a row ran, without its variant: "waffle-ibp [r_init_mean=1.0]" is waffle-ibp,
-    so the paper's number stands beside every setting we tried, each in its own row."""
-    return row.key[table.key_names.index("method")].split(" [")[0]
+    """The method a row ran: "waffle-ibp [r_init_mean=1.0]" is waffle-ibp."""
+    return without_variant(row.key[table.key_names.index("method")])
 
 
 def _missing(numbers: list[PaperNumber], matched: set, source: Table | None) -> list[tuple[str, str | None, str]]:
@@ -78,6 +77,6 @@ def _row(key: tuple[str, ...], cells: dict[str, Cell], n: int, mine: list[PaperN
 def relevant(inputs: Inputs) -> list[str]:
     """Paper tables with numbers for a (kind, dataset, method) these inputs cover: hints for --paper."""
     ours = {(r.result.attack, r.run.dataset, r.run.method, None) for r in inputs.results}
-    ours |= {("utility", run.dataset, run.method, run.partition) for run in inputs.runs}
+    ours |= {("utility", run.dataset, run.method, without_variant(run.partition)) for run in inputs.runs}
     return [key for key, table in TABLES.items()
             if any((table.kind, n.dataset, n.method, n.partition) in ours for n in NUMBERS if n.table == key)]

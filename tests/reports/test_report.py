@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import re
 import statistics
 from pathlib import Path
@@ -14,6 +15,9 @@ from fake_results import METHODS, SEEDS, THREATS, make
 from fedattack.cli import cli
 from fedattack.registry import UserError
 from fedattack.reports.build import build_report
+from fedattack.reports.collect import collect
+from fedattack.reports.compare import relevant
+from fedattack.results import AttackResult
 
 
 def read_csv(path: Path) -> list[dict[str, str]]:
@@ -104,7 +108,6 @@ def test_unknown_paper_table_is_a_user_error(tmp_path: Path) -> None:
 
 
 def test_not_applicable_results_are_reported_not_averaged(tmp_path: Path) -> None:
-    from fedattack.results import AttackResult
     AttackResult(attack="membership", threat_model="eavesdropper", run={"method": "local", "dataset": "digits"},
                  victim=0, applicable=False, note="local puts nothing on the wire").save(tmp_path / "a.json")
     build_report([tmp_path / "a.json"], tmp_path / "r", figures=False)
@@ -126,9 +129,6 @@ def test_cli_report_and_one_line_error(tmp_path: Path) -> None:
 
 
 def test_relevant_paper_tables_are_suggested(tmp_path: Path) -> None:
-    from fedattack.reports.collect import collect
-    from fedattack.reports.compare import relevant
-    from fedattack.results import AttackResult
     AttackResult(attack="membership", threat_model="eavesdropper", victim=0, metrics={"accuracy": .7},
                  run={"method": "fedavg", "dataset": "cifar10", "partition": "shards"}).save(tmp_path / "a.json")
     # the attack matches Table 3; the attacked run's utility (shards = unimodal) matches Table 1
@@ -137,7 +137,6 @@ def test_relevant_paper_tables_are_suggested(tmp_path: Path) -> None:
 
 def test_two_settings_of_one_method_are_two_rows_each_beside_the_paper(tmp_path: Path) -> None:
     """Runs that differ in a hyperparameter must never be averaged into one row."""
-    from fedattack.results import AttackResult
     for name, hyper, acc in [("plain", {}, 0.8), ("shifted", {"r_init_mean": "1"}, 0.6)]:
         run = {"method": "waffle-ibp", "dataset": "cifar10", "hyper": hyper}
         AttackResult(attack="membership", threat_model="eavesdropper", run=run, victim=0,
@@ -152,19 +151,33 @@ def test_two_settings_of_one_method_are_two_rows_each_beside_the_paper(tmp_path:
     assert paper["waffle-ibp"]["paper:accuracy"].startswith("56.20")
 
 
+def _write_run(folder: Path, dataset: str, partition: str, options: dict, lr: float, seed: int,
+               acc: float) -> None:
+    folder.mkdir()
+    spec = {"method": "fedavg", "dataset": dataset, "partition": partition, "seed": seed, "hyper": {},
+            "recipe": {"epochs": 1, "batch_size": 10, "lr": lr}}
+    manifest = {"spec": spec, "partition": {"name": partition, "options": options}, "complete": True,
+                "utility": {"mean": acc, "std": 1.0, "variance": 1.0}}
+    (folder / "federation.json").write_text(json.dumps(manifest))
+    (folder / "metrics.json").write_text(json.dumps({"rounds": [], "final": manifest["utility"]}))
+
+
 def test_runs_with_different_learning_rates_are_two_rows_but_seeds_average(tmp_path: Path) -> None:
-    import json
     for name, lr, seed, acc in [("a", 0.1, 0, 60.0), ("b", 0.1, 1, 70.0), ("c", 0.05, 0, 90.0)]:
-        folder = tmp_path / name
-        folder.mkdir()
-        spec = {"method": "fedavg", "dataset": "digits", "partition": "iid", "seed": seed, "hyper": {},
-                "recipe": {"epochs": 1, "batch_size": 10, "lr": lr}}
-        manifest = {"spec": spec, "partition": {"name": "iid", "options": {}}, "complete": True,
-                    "utility": {"mean": acc, "std": 1.0, "variance": 1.0}}
-        (folder / "federation.json").write_text(json.dumps(manifest))
-        (folder / "metrics.json").write_text(json.dumps({"rounds": [], "final": manifest["utility"]}))
+        _write_run(tmp_path / name, "digits", "iid", {}, lr, seed, acc)
     build_report([tmp_path], tmp_path / "r", figures=False)
     rows = {r["method"]: r for r in read_csv(tmp_path / "r" / "tables" / "utility.csv")}
     assert set(rows) == {"fedavg [lr=0.1]", "fedavg [lr=0.05]"}
     assert float(rows["fedavg [lr=0.1]"]["mean_mean"]) == pytest.approx(65.0)
     assert rows["fedavg [lr=0.1]"]["n"] == "2"
+
+
+def test_partition_settings_are_two_rows_each_beside_the_papers_number(tmp_path: Path) -> None:
+    for name, shards in [("a", 2), ("b", 3)]:
+        _write_run(tmp_path / name, "mnist", "shards", {"classes_per_client": shards}, 0.04, 0, 90.0)
+    assert relevant(collect([tmp_path])) == ["waffle-ibp:table1"]
+    build_report([tmp_path], tmp_path / "r", papers=["waffle-ibp:table1"], figures=False)
+    rows = read_csv(tmp_path / "r" / "tables" / "paper-waffle-ibp-table1.csv")
+    ours = {r["partition"]: r["paper:mean"] for r in rows if r["partition"].startswith("shards [")}
+    assert set(ours) == {"shards [classes_per_client=2]", "shards [classes_per_client=3]"}
+    assert all(v.startswith("94.46") for v in ours.values())
