@@ -8,6 +8,9 @@ import pytest
 import torch
 
 from fedattack.data import load_dataset
+from fedattack.data.partition import make_partition
+from fedattack.federation.executors import make_executor
+from fedattack.federation.loop import RoundLoop, client_data
 from fedattack.federation.train import build_target
 from fedattack.target import Recipe
 from fedattack.targets.waffle_wavg import HISTORY, calc_weights, omega
@@ -117,9 +120,6 @@ def test_control_variates_mode_keeps_c_the_weighted_mean_of_the_agents_variates(
                      recipe=Recipe(epochs=1, batch_size=16, lr=0.1))
     dataset = load_dataset("digits")
     target = build_target(spec, dataset, 4)
-    from fedattack.data.partition import make_partition
-    from fedattack.federation.executors import make_executor
-    from fedattack.federation.loop import RoundLoop, client_data
     partition = make_partition(spec.partition, dataset.y_train.numpy(), 4, spec.seed, spec.dataset,
                                **spec.partition_options)
     datas = [client_data(dataset, partition, k) for k in range(4)]
