@@ -56,7 +56,7 @@ class VictimCase:
     facts: RunFacts
 
 
-def evaluate_run(run_dir: str | Path, spec: EvaluationSpec, out: str | Path, *,
+def evaluate_run(run_dir: str | Path | Federation, spec: EvaluationSpec, out: str | Path, *,
                  data_root: str | None = None, progress: bool = True) -> list[Path]:
     """Attack `run_dir` as `spec` says and write results into `out`; returns the result files.
 
@@ -64,7 +64,8 @@ def evaluate_run(run_dir: str | Path, spec: EvaluationSpec, out: str | Path, *,
     attack is done, so an interrupted or failed evaluation adds nothing to `out`; a pid lock
     refuses a second evaluation into the same folder while one runs.
     """
-    fed, out = Federation(run_dir), Path(out)
+    fed = run_dir if isinstance(run_dir, Federation) else Federation(run_dir)  # opening checks every file
+    out = Path(out)
     refuse_dangerous(out)
     if fed.manifest.get("diverged"):
         raise UserError(f"{fed.path} diverged during training (NaN or infinite weights in "
@@ -104,7 +105,7 @@ def _evaluate_into(fed: Federation, spec: EvaluationSpec, out: Path, data_root: 
                             "from (evaluate never downloads)") from None
     partition = fed.partition()
     pools = split_pools(dataset, spec.aux_size, spec.eval_size, spec.seed)
-    shared = shared_truth(fed, dataset, pools, spec)
+    shared = shared_truth(fed, target, dataset, pools, spec)
     facts = RunFacts.of(fed)
     base = ResultContext(run=run_info(fed), pools=pools.sizes(), max_queries=spec.max_queries,
                          executor=spec.executor, reconstruction_request=spec.reconstruction,
@@ -137,12 +138,15 @@ def check_names(spec: EvaluationSpec, threats: list[ThreatModel]) -> None:
                             "only the test split is available")
 
 
-def shared_truth(fed: Federation, dataset: Dataset, pools: Pools, spec: EvaluationSpec) -> truth_mod.SharedTruth:
+def shared_truth(fed: Federation, target: Target, dataset: Dataset, pools: Pools,
+                 spec: EvaluationSpec) -> truth_mod.SharedTruth:
+    """What every victim's truth shares; the evaluation classifier sees inputs as the run did."""
     key = (fed.spec.dataset, spec.aux_size, spec.eval_size, int(dataset.y_test.shape[0]))
+    normalization = target.ctx.normalization
     return truth_mod.SharedTruth(pools.evaluation, truth_mod.train_class_means(dataset),
                                  lambda: eval_classifier(fed.spec.model, pools.evaluation,
                                                          dataset.num_classes, spec.seed, key,
-                                                         fed.target().ctx.normalization))
+                                                         normalization))
 
 
 def attack_victim(case: VictimCase, attacks: list[Attack], spec: EvaluationSpec, out: Path,

@@ -31,7 +31,7 @@ class EvaluationSpec:
 
     threat_models: tuple[str, ...] = ("eavesdropper",)
     attacks: tuple[str, ...] = ("all",)
-    victims: tuple[int | str, ...] = ("random:1",)
+    victims: tuple[int | str, ...] = ("random:5",)
     reconstruction: str = "auto"
     aux_size: int | None = None
     eval_size: int | None = None

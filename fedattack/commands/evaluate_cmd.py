@@ -7,13 +7,16 @@ import shutil
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from fedattack.commands.options import data_root_option, parse_pairs
 from fedattack.evaluation import EvaluationSpec
 from fedattack.registry import UserError, load_plugin_file
+
+if TYPE_CHECKING:  # the command module imports no torch: `fedattack --help` stays fast
+    from fedattack.federation.rundir import Federation
 
 
 class RegistryHelp(click.Option):
@@ -107,8 +110,11 @@ def evaluate_command(run_dir: str, threat_models: tuple[str, ...], attacks: tupl
 
     torch.set_num_threads(threads)
     require_user_plugins(Path(run_dir), models, datasets)
-    spec = remaining(spec, run_dir, previous)
-    written = evaluate_run(run_dir, spec, out_dir, data_root=data_root, progress=not quiet) if spec.victims else []
+    from fedattack.federation.rundir import Federation
+
+    fed = Federation(run_dir)  # opened (and every file checked) once, for the resume and the attacks
+    spec = remaining(spec, fed, previous)
+    written = evaluate_run(fed, spec, out_dir, data_root=data_root, progress=not quiet) if spec.victims else []
     every = result_files(out_dir)  # the summary covers the whole folder, old results included
     write_summary(out_dir / "summary.json", every)
     print_summary(out_dir / "summary.json")
@@ -147,12 +153,11 @@ def claim_folder(folder: Path, resume: bool, force: bool) -> list[Path]:
     return found
 
 
-def remaining(spec: EvaluationSpec, run_dir: str, previous: list[Path]) -> EvaluationSpec:
+def remaining(spec: EvaluationSpec, fed: Federation, previous: list[Path]) -> EvaluationSpec:
     """The spec without the victims whose every (threat model, attack) result is already there."""
     if not previous:
         return spec
     from fedattack.attacks.evaluate import names, parse_victims
-    from fedattack.federation.rundir import Federation
     from fedattack.registry import ATTACKS, THREAT_MODELS
 
     wanted = {(tm, a) for tm in names(spec.threat_models, THREAT_MODELS.names())
@@ -161,7 +166,7 @@ def remaining(spec: EvaluationSpec, run_dir: str, previous: list[Path]) -> Evalu
     for path in previous:
         r = json.loads(path.read_text())
         done.setdefault(int(r["victim"]), set()).add((r["threat_model"], r["attack"]))
-    chosen = parse_victims(spec.victims, Federation(run_dir), spec.seed)
+    chosen = parse_victims(spec.victims, fed, spec.seed)
     todo = tuple(str(v) for v in chosen if not wanted <= done.get(v, set()))
     skipped = len(chosen) - len(todo)
     if skipped:

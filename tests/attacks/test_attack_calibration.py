@@ -56,7 +56,8 @@ def test_an_untrained_models_inversions_are_classified_near_chance(tmp_path: Pat
                                                                    overfit_run: Path) -> None:
     untrained = train_tiny(tmp_path / "untrained", partition="iid", rounds=1, fraction=0.1,
                            recipe=Recipe(epochs=1, batch_size=10, lr=1e-9))
-    spec = EvaluationSpec(attacks="inversion", aux_size=0, eval_size=200, settings={"steps": 300})
+    spec = EvaluationSpec(attacks="inversion", victims=("random:1",),
+                          aux_size=0, eval_size=200, settings={"steps": 300})
     cold = results(evaluate_run(untrained, spec, tmp_path / "cold", progress=False))
     warm = results(evaluate_run(overfit_run, spec, tmp_path / "warm", progress=False))
     assert cold[0].metrics["eval_classifier_accuracy"] > 0.8

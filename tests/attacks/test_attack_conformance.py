@@ -36,8 +36,8 @@ def check_every_pair(run: Path, out: Path, attacks: list[str] | None = None,
     threat model and check each pair gave a result that is valid by the attack's own declaration."""
     attacks = attacks or ATTACKS.names()
     threats = threats or THREAT_MODELS.names()
-    spec = EvaluationSpec(threat_models=threats, attacks=attacks, reconstruction="all", aux_size=100,
-                          eval_size=60, max_queries=20, settings=fast_settings(attacks))
+    spec = EvaluationSpec(threat_models=threats, attacks=attacks, victims=("random:1",), reconstruction="all",
+                          aux_size=100, eval_size=60, max_queries=20, settings=fast_settings(attacks))
     results = [AttackResult.load(p) for p in evaluate_run(run, spec, out, progress=False)]
     assert {(r.attack, r.threat_model) for r in results} == {(a, t) for a in attacks for t in threats}
     for r in results:
