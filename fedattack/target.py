@@ -149,6 +149,9 @@ class Target:
     batchable: ClassVar[bool] = True
     decode_needs: ClassVar[frozenset[str]] = frozenset({"up"})  # Observation parts `decode` reads
     wire_exposes: ClassVar[dict[str, str]] = {}  # private names the wire reveals anyway, and how
+    # False for a method whose forward never calls `normalized` (CGAU feeds a frozen extractor
+    # its own inputs): the run then records no normalisation, since none was applied.
+    normalizes_inputs: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

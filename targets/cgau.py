@@ -75,6 +75,7 @@ class CGAU(Target):
     name = "cgau"
     paper = "Rieger et al., FL-ICML 2020"
     Hyper = CGAUHyper
+    normalizes_inputs = False  # the extractor sees the pixels it was trained on
     batchable = False
 
     def __init__(self, hyper: CGAUHyper, ctx: TargetContext) -> None:

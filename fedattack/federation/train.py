@@ -23,6 +23,7 @@ from fedattack.federation.storage import write_json
 from fedattack.federation.transcript_io import TranscriptWriter
 from fedattack.metrics import utility_summary
 from fedattack.models import count_parameters
+from fedattack.registry import TARGETS
 from fedattack.target import Target, TargetContext
 from fedattack.wire import RecordingPolicy
 
@@ -30,12 +31,14 @@ from fedattack.wire import RecordingPolicy
 def build_target(spec: FederationSpec, dataset: Dataset, num_clients: int,
                  data_root: str | Path | None = None) -> Target:
     """The spec's method, wrapped in its defences, built from one context."""
+    applies = TARGETS.get(spec.method).normalizes_inputs
     ctx = TargetContext(model=spec.model, input_shape=dataset.input_shape,
                         num_classes=dataset.num_classes, recipe=spec.recipe, num_clients=num_clients,
                         rounds=spec.rounds, seed=spec.seed,
                         clients_per_round=spec.clients_per_round(num_clients),
                         data_root=None if data_root is None else str(data_root),
-                        normalization=normalization.resolve(spec.normalize, dataset.x_train))
+                        normalization=normalization.resolve(spec.normalize if applies else "none",
+                                                            dataset.x_train))
     return make_target(spec.method, spec.hyper, ctx, spec.defences)
 
 

@@ -128,3 +128,15 @@ def test_cli_and_experiment_files_choose_the_normalisation(tmp_path: Path) -> No
     assert bad.exit_code != 0 and "per-image" in bad.output
     assert federation_spec({"normalize": "none"}, "fedavg", "shards", 0).normalize == "none"
     assert federation_spec({}, "fedavg", "shards", 0).normalize == "dataset"
+
+
+def test_a_method_that_never_normalises_records_none() -> None:
+    """CGAU feeds its frozen extractor raw pixels: recording statistics it never applied would
+    make attacks normalise inputs the model never saw normalised."""
+    from fedattack.federation.train import build_target
+
+    dataset = load_dataset("digits")
+    built = {m: build_target(dataclasses.replace(_spec(m, "sequential", "dataset"), method=m), dataset, 6)
+             for m in ("fedavg", "cgau")}
+    assert built["fedavg"].ctx.normalization is not None
+    assert built["cgau"].ctx.normalization is None
