@@ -25,6 +25,7 @@ from fedattack.registry import UserError
 from fedattack.results import Metric
 
 SELECTIONS = ("strategy", "adaptive")
+LABELS = ("threat-model", "recovered")
 ON = 0.5  # a relaxed selection entry counts as "factor on" from here (as the strategies' scores)
 
 
@@ -49,7 +50,10 @@ class InversionSettings:
     tv: total-variation weight. distance: cosine or l2. restarts: independent starts (the lowest
     final loss wins). selection: for a method with a hidden factor selection, "strategy" holds
     the reconstruction strategy's guess fixed, "adaptive" optimises a relaxed selection per
-    factorised layer jointly with the images, starting from that guess."""
+    factorised layer jointly with the images, starting from that guess. labels: "threat-model"
+    uses the victim's class counts when the threat model knows them; "recovered" always counts
+    them from the update (and probes with unlabelled auxiliary images), the labels-unknown
+    attacker of the FL literature on a threat model that would know them."""
 
     iterations: int = 300
     step_size: float = 0.3
@@ -57,6 +61,7 @@ class InversionSettings:
     distance: str = "cosine"
     restarts: int = 1
     selection: str = "strategy"
+    labels: str = "threat-model"
 
     def __post_init__(self) -> None:
         if self.iterations < 1 or self.restarts < 1 or self.step_size <= 0 or self.tv < 0:
@@ -65,6 +70,8 @@ class InversionSettings:
             raise UserError(f"distance {self.distance!r} must be cosine or l2")
         if self.selection not in SELECTIONS:
             raise UserError(f"selection {self.selection!r} must be one of {', '.join(SELECTIONS)}")
+        if self.labels not in LABELS:
+            raise UserError(f"labels {self.labels!r} must be one of {', '.join(LABELS)}")
 
 
 class UpdateInversionFamily(DataReconstruction):
@@ -78,7 +85,8 @@ class UpdateInversionFamily(DataReconstruction):
 
     def reconstruct(self, adv: Adversary, gen: torch.Generator) -> Reconstructions:
         update = victim_update(adv, adaptive_selection=self.settings.selection == "adaptive")
-        labels, label_note = recover_labels(update, adv, gen)
+        labels, label_note = recover_labels(update, adv, gen,
+                                            use_known=self.settings.labels == "threat-model")
         inverted = self.invert(update, labels, gen)
         info = {**update.notes, "labels": {**label_note, "guessed": labels.tolist()},
                 "final_loss": inverted.loss,

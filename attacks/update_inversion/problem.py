@@ -111,12 +111,14 @@ def sample_count(adv: Adversary, recipe: LocalRecipe) -> tuple[int, dict[str, An
     return recipe.batch_size, {"n": recipe.batch_size, "source": "assumed: one batch of the recipe"}
 
 
-def recover_labels(update: VictimUpdate, adv: Adversary,
-                   gen: torch.Generator) -> tuple[torch.Tensor, dict[str, Any]]:
-    """The victim's labels (sorted by class): its class counts when known, else counted from the
-    output bias's update (iDLG for one image and one step, else `estimate_label_counts`)."""
+def recover_labels(update: VictimUpdate, adv: Adversary, gen: torch.Generator,
+                   use_known: bool = True) -> tuple[torch.Tensor, dict[str, Any]]:
+    """The victim's labels (sorted by class): its class counts when known (and `use_known`),
+    else counted from the output bias's update (iDLG for one image and one step, else
+    `estimate_label_counts`, probing with the auxiliary images, labelled only if `use_known`)."""
     know, n = adv.knowledge, update.num_samples
-    if know.labels_known and sum(know.victim_class_counts) == n:
+    labelled = know.labels_known and use_known
+    if labelled and sum(know.victim_class_counts) == n:
         return labels_from_counts(torch.as_tensor(know.victim_class_counts)), {"source": "known"}
     try:
         key = output_bias_key(update.after, update.target.num_classes)
@@ -127,7 +129,7 @@ def recover_labels(update: VictimUpdate, adv: Adversary,
         return torch.tensor([label_from_gradient(grad, key)]), {"source": "iDLG: the output bias's one negative entry"}
     held = update.extras.initial()
     aux = know.aux.x[:PROBES] if len(know.aux) else None
-    aux_labels = know.aux.y[:PROBES] if aux is not None and know.labels_known else None
+    aux_labels = know.aux.y[:PROBES] if aux is not None and labelled else None
     r = update.recipe
 
     def forward(params: State, x: torch.Tensor) -> torch.Tensor:

@@ -126,11 +126,22 @@ def test_known_labels_come_from_the_class_counts_and_runs_repeat(digits: Samples
     assert torch.equal(runs[0].images, runs[1].images)  # same seed, same images, bit for bit
 
 
+def test_labels_recovered_ignores_the_known_class_counts(digits: Samples) -> None:
+    target, down, up = one_step_case(digits, 3)
+    counts = torch.bincount(digits.y[:3], minlength=10).tolist()
+    adv = adversary(target, down, up, 3, labels=counts)
+    guesses = attack("update-inversion", iterations=2, labels="recovered").run(adv, torch.Generator().manual_seed(0))
+    assert guesses.info["labels"]["source"].startswith("counted from the output bias")
+    assert len(guesses.info["labels"]["guessed"]) == 3
+
+
 def test_settings_are_checked_in_one_line() -> None:
     with pytest.raises(UserError, match="prior"):
         attack("update-inversion", prior="median")
     with pytest.raises(UserError, match="selection"):
         attack("gradient-inversion", selection="guess")
+    with pytest.raises(UserError, match="labels"):
+        attack("gradient-inversion", labels="unknown")
 
 
 def evaluate(run: Path, out: Path, **settings: Any) -> list[AttackResult]:

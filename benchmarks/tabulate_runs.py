@@ -1,0 +1,123 @@
+"""Tabulate finished run directories for docs/reproduction.md: one row per run, or per setting.
+
+A reproduction table is only as good as the path from the run to the cell, so every figure on
+that page is printed by this script from the runs' own `federation.json` and `metrics.json`
+(never copied by hand):
+
+    python benchmarks/tabulate_runs.py RUN_DIR...            # one row per run
+    python benchmarks/tabulate_runs.py --by-setting RUN_DIR...  # mean ± std over seeds
+
+Columns: round-final mean local test accuracy, the multimodal majority / minority / gap, the
+mean over the last three evaluated rounds, WAFFLe's selection health from the manifest's
+`method_summary` (mean |pi - prior|, between-client std of pi, distinct factor sets, each
+per group when the partition has two), and the wall time. A setting is everything in the spec
+but the seed, so runs of one setting over several seeds are pooled (std with ddof = 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+from typing import Any
+
+DEFAULT_KEYS = ("method", "dataset", "partition", "rounds", "lr", "normalize")
+
+
+def load(run: Path) -> dict[str, Any]:
+    """The figures of one run directory, flat."""
+    manifest = json.loads((run / "federation.json").read_text())
+    metrics = json.loads((run / "metrics.json").read_text())
+    spec = manifest["spec"]
+    final = metrics["final"]
+    last3 = [_mean(r["accuracy"]) for r in metrics["rounds"][-3:]]
+    row: dict[str, Any] = {"run": run.name, "seed": spec.get("seed", 0), "seconds": manifest.get("seconds"),
+                           "setting": setting(spec), "mean": final["mean"], "last3": statistics.fmean(last3),
+                           "variance": final["variance"]}
+    for key in ("majority", "minority", "gap"):
+        row[key] = final.get(key)
+    row.update(health(manifest.get("method_summary", {})))
+    return row
+
+
+def setting(spec: dict[str, Any]) -> str:
+    """Everything that defines the federation except its seed, short."""
+    parts = [str(spec.get(k, "none" if k == "normalize" else "")) for k in DEFAULT_KEYS]
+    hyper = spec.get("hyper", {})
+    parts += [f"{k}={v}" for k, v in sorted(hyper.items())]
+    return " ".join(parts)
+
+
+def health(summary: dict[str, Any]) -> dict[str, Any]:
+    """The first factorised layer's selection health: all clients, and per group if any."""
+    layers = summary.get("selection_health", {}).get("layers", {})
+    if not layers:
+        return {}
+    entry = next(iter(layers.values()))
+    out = {"moved": entry["all"]["mean_abs_from_prior"], "spread": entry["all"]["between_client_std"],
+           "sets": entry["all"]["distinct_factor_sets"], "clients": entry["all"]["clients"],
+           "active": entry["all"]["active_factors_mean"]}
+    for group, h in entry.get("groups", {}).items():
+        out[f"{group}.moved"] = h["mean_abs_from_prior"]
+        out[f"{group}.spread"] = h["between_client_std"]
+        out[f"{group}.sets"] = f"{h['distinct_factor_sets']}/{h['clients']}"
+    return out
+
+
+def _mean(accs: list[float | None]) -> float:
+    vals = [a for a in accs if a is not None]
+    return 100.0 * statistics.fmean(vals)
+
+
+def fmt(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.4f}" if abs(value) < 1 else f"{value:.2f}"
+    return str(value)
+
+
+def per_run(rows: list[dict[str, Any]]) -> str:
+    cols = ["run", "seed", "mean", "majority", "minority", "gap", "last3", "moved", "spread", "sets",
+            "majority.moved", "majority.spread", "majority.sets", "minority.moved", "minority.spread",
+            "minority.sets", "seconds"]
+    cols = [c for c in cols if any(r.get(c) is not None for r in rows)]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(fmt(r.get(c)) for c in cols) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def by_setting(rows: list[dict[str, Any]]) -> str:
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault(r["setting"], []).append(r)
+    lines = ["| setting | seeds | mean | majority | minority | gap | moved | spread | sets |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for name, rs in groups.items():
+        seeds = ",".join(str(r["seed"]) for r in sorted(rs, key=lambda r: r["seed"]))
+        cells = [_pm([r.get(k) for r in rs]) for k in ("mean", "majority", "minority", "gap")]
+        cells += [_pm([r.get(k) for r in rs], 4) for k in ("moved", "spread")]
+        cells.append(",".join(str(r.get("sets", "")) for r in rs))
+        lines.append(f"| {name} | {seeds} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _pm(values: list[Any], digits: int = 2) -> str:
+    vals = [float(v) for v in values if v is not None]
+    if not vals:
+        return ""
+    return f"{statistics.fmean(vals):.{digits}f} ± {statistics.pstdev(vals):.{digits}f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="+", type=Path)
+    parser.add_argument("--by-setting", action="store_true", help="pool seeds: mean ± std per setting")
+    args = parser.parse_args()
+    rows = [load(r) for r in args.runs if (r / "federation.json").exists()]
+    print(by_setting(rows) if args.by_setting else per_run(rows))
+
+
+if __name__ == "__main__":
+    main()
