@@ -6,6 +6,7 @@ that page is printed by this script from the runs' own `federation.json` and `me
 
     python benchmarks/tabulate_runs.py RUN_DIR...            # one row per run
     python benchmarks/tabulate_runs.py --by-setting RUN_DIR...  # mean ± std over seeds
+    python benchmarks/tabulate_runs.py --by-setting --experiment E.toml --out DIR  # its runs, in order
 
 Columns: round-final mean local test accuracy, the multimodal majority / minority / gap, the
 mean over the last three evaluated rounds, WAFFLe's selection health from the manifest's
@@ -22,7 +23,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-DEFAULT_KEYS = ("method", "dataset", "partition", "rounds", "lr", "normalize")
+SETTING_KEYS = ("method", "dataset", "partition", "rounds", "normalize")
 
 
 def load(run: Path) -> dict[str, Any]:
@@ -42,11 +43,11 @@ def load(run: Path) -> dict[str, Any]:
 
 
 def setting(spec: dict[str, Any]) -> str:
-    """Everything that defines the federation except its seed, short."""
-    parts = [str(spec.get(k, "none" if k == "normalize" else "")) for k in DEFAULT_KEYS]
+    """What defines the federation besides its seed and the paper's fixed recipe, as table cells."""
+    cells = [str(spec.get(k, "none" if k == "normalize" else "")) for k in SETTING_KEYS]
     hyper = spec.get("hyper", {})
-    parts += [f"{k}={v}" for k, v in sorted(hyper.items())]
-    return " ".join(parts)
+    cells.append(", ".join(f"{k}={v}" for k, v in hyper.items()) or "(defaults)")
+    return " | ".join(cells)
 
 
 def health(summary: dict[str, Any]) -> dict[str, Any]:
@@ -92,13 +93,16 @@ def by_setting(rows: list[dict[str, Any]]) -> str:
     groups: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         groups.setdefault(r["setting"], []).append(r)
-    lines = ["| setting | seeds | mean | majority | minority | gap | moved | spread | sets |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| method | dataset | partition | rounds | inputs | hyperparameters | seeds | mean | majority | "
+             "minority | gap | moved | spread | minority: moved, spread | distinct factor sets / clients |",
+             "|" + "---|" * 15]
     for name, rs in groups.items():
         seeds = ",".join(str(r["seed"]) for r in sorted(rs, key=lambda r: r["seed"]))
         cells = [_pm([r.get(k) for r in rs]) for k in ("mean", "majority", "minority", "gap")]
         cells += [_pm([r.get(k) for r in rs], 4) for k in ("moved", "spread")]
-        cells.append(",".join(str(r.get("sets", "")) for r in rs))
+        cells.append(", ".join(_pm([r.get(k) for r in rs], 4) for k in ("minority.moved", "minority.spread"))
+                     if any(r.get("minority.moved") is not None for r in rs) else "")
+        cells.append(", ".join(f"{r['sets']}/{r['clients']}" for r in rs if r.get("sets") is not None))
         lines.append(f"| {name} | {seeds} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -112,10 +116,18 @@ def _pm(values: list[Any], digits: int = 2) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("runs", nargs="+", type=Path)
+    parser.add_argument("runs", nargs="*", type=Path)
+    parser.add_argument("--experiment", type=Path, help="with --out: its runs, in the file's order")
+    parser.add_argument("--out", type=Path, help="the experiment's output folder")
     parser.add_argument("--by-setting", action="store_true", help="pool seeds: mean ± std per setting")
     args = parser.parse_args()
-    rows = [load(r) for r in args.runs if (r / "federation.json").exists()]
+    runs = list(args.runs)
+    if args.experiment is not None:
+        from fedattack.experiments.plan import plan
+        from fedattack.experiments.runner import run_dir
+        from fedattack.experiments.spec import load as load_experiment
+        runs += [run_dir(args.out, f) for f in plan(load_experiment(args.experiment)).federations]
+    rows = [load(r) for r in runs if (r / "federation.json").exists()]
     print(by_setting(rows) if args.by_setting else per_run(rows))
 
 

@@ -9,7 +9,8 @@ from typing import Any
 
 from fedattack.data import load_dataset
 from fedattack.data.partition import make_partition
-from fedattack.federation.executors import make_executor
+from fedattack.federation.executor_plugins.batched import BatchedExecutor
+from fedattack.federation.executors import Executor, make_executor
 from fedattack.federation.loop import FederationState, RoundLoop, client_data
 from fedattack.federation.train import build_target
 from fedattack.target import Recipe, Target
@@ -44,11 +45,17 @@ def _federate(method: str, defences: str, executor: str,
     for k, d in enumerate(datas):  # uneven sizes, so sample weights matter
         d.x_train, d.y_train = d.x_train[:20 + 12 * k], d.y_train[:20 + 12 * k]
     messages: list[Message] = []
-    loop = RoundLoop(spec, target, datas, make_executor(executor), messages.append)
+    loop = RoundLoop(spec, target, datas, _executor(executor), messages.append)
     state = loop.start()
     for rnd in range(1, spec.rounds + 1):
         loop.run_round(state, rnd)
     return target, state, messages
+
+
+def _executor(name: str) -> Executor:
+    """A registered executor, or "batched-vmap": the batched one with vmap for every target (no
+    hand-written MLP step), whose arithmetic is the sequential loop's."""
+    return BatchedExecutor(fast=False) if name == "batched-vmap" else make_executor(name)
 
 
 def pairs(messages: list[Message]) -> list[tuple[Message, Message]]:
