@@ -6,7 +6,8 @@ reports (`build_report`): the runner itself imports neither, as DESIGN.md's laye
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,14 +19,21 @@ if TYPE_CHECKING:
     from fedattack.experiments.plan import EvalJob
 
 
-def make_evaluator(data_root: str | None, progress: bool) -> Callable[[EvalJob, Path, Path], None]:
-    """The runner's evaluate step, backed by `fedattack.attacks.evaluate.evaluate_run`."""
-    from fedattack.attacks.evaluate import evaluate_run
+@dataclass(frozen=True)
+class RunEvaluator:
+    """The runner's evaluate step, backed by `fedattack.attacks.evaluate.evaluate_run`; a class at
+    module level so that a backend can send it to a worker process or a Ray node."""
 
-    def evaluate(job: EvalJob, run_dir: Path, out: Path) -> None:
-        evaluate_run(run_dir, job.spec, out, data_root=data_root, progress=progress)
+    data_root: str | None
+    progress: bool
 
-    return evaluate
+    def __call__(self, job: EvalJob, run_dir: Path, out: Path) -> None:
+        from fedattack.attacks.evaluate import evaluate_run
+        evaluate_run(run_dir, job.spec, out, data_root=self.data_root, progress=self.progress)
+
+
+def make_evaluator(data_root: str | None, progress: bool) -> RunEvaluator:
+    return RunEvaluator(data_root, progress)
 
 
 def reporter(inputs: Sequence[Path], out: Path, exp: Any) -> Path:
@@ -36,22 +44,25 @@ def reporter(inputs: Sequence[Path], out: Path, exp: Any) -> Path:
 
 
 def run_named(name_or_file: str, out: str | None, data_root: str | None, download: bool, quiet: bool,
-              report: bool = True) -> Any:
+              report: bool = True, backend: str = "local", workers: int | None = None,
+              address: str | None = None) -> Any:
     """Resolve, run and summarise an experiment (shared with `fedattack quickstart`)."""
     import torch
 
     from fedattack.experiments import resolve
+    from fedattack.experiments.backends import make_backend
     from fedattack.experiments.runner import run_experiment
 
     # The papers' models are small: one intra-op thread is faster than several, and on a shared
     # 2-core machine several threads per process thrash (measured: 10x slower under load).
     torch.set_num_threads(1)
     exp = resolve(name_or_file)
+    runner = make_backend(backend, workers, address)
     folder = Path(out or Path("experiments") / exp.name)
     click.echo(f"experiment {exp.name}: {exp.description}".rstrip(": "))
-    summary = run_experiment(exp, folder, evaluate=make_evaluator(data_root, not quiet),
+    summary = run_experiment(exp, folder, evaluate=make_evaluator(data_root, not quiet and runner.in_process),
                              report=reporter if report else None, data_root=data_root, download=download,
-                             echo=click.echo, progress=not quiet)
+                             echo=click.echo, progress=not quiet, backend=runner)
     click.echo(f"done in {summary.seconds:.0f}s: trained {summary.trained} federation(s) "
                f"(reused {summary.reused_runs}), ran {summary.evaluated} evaluation(s) "
                f"(reused {summary.reused_results})")
@@ -93,10 +104,18 @@ def show_command(name_or_file: str) -> None:
 @click.option("--download", is_flag=True, help="Download missing datasets.")
 @click.option("--no-report", is_flag=True, help="Train and evaluate only.")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
+@click.option("--backend", default="local", show_default=True, metavar="NAME",
+              help="Where cells run: local = worker processes on this machine, sequential = one after "
+                   "another in this process, ray = Ray tasks (see docs/sweeps.md).")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Cells at once [default: this machine's cores; ray: the cluster's CPUs].")
+@click.option("--address", default=None, help="--backend ray: the cluster to join (e.g. auto, or HOST:6379); "
+              "without it a local Ray instance is started.")
 def run_command(name_or_file: str, out: str | None, data_root: str | None, download: bool,
-                no_report: bool, quiet: bool) -> None:
-    """Run NAME_OR_FILE end to end, skipping work whose outputs already exist."""
-    summary = run_named(name_or_file, out, data_root, download, quiet, report=not no_report)
+                no_report: bool, quiet: bool, backend: str, workers: int | None, address: str | None) -> None:
+    """Run NAME_OR_FILE end to end, skipping cells whose outputs already exist."""
+    summary = run_named(name_or_file, out, data_root, download, quiet, report=not no_report, backend=backend,
+                        workers=workers, address=address)
     if summary.report is not None:
         click.echo(f"report: {summary.report.with_name('report.html')}  (and {summary.report.name} beside it)")
 

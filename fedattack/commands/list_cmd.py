@@ -21,6 +21,7 @@ SECTIONS = {
     "models": RegistryRef("fedattack.registry", "MODELS"),
     "executors": RegistryRef("fedattack.federation.executors", "EXECUTORS"),
     "defences": RegistryRef("fedattack.defences.base", "DEFENCES"),
+    "backends": RegistryRef("fedattack.experiments.backends.base", "BACKENDS"),
 }
 
 
@@ -30,7 +31,7 @@ SECTIONS = {
               help="A .py file registering plugins, listed beside the built-ins (repeatable).")
 def list_command(what: str | None, plugins: tuple[str, ...]) -> None:
     """List methods, attacks, threat models, reconstruction strategies, datasets, partitions, models,
-    executors and defences."""
+    executors, defences and experiment backends."""
     for plugin in plugins:
         load_plugin_file(plugin)
     read = imported if plugins else entries  # a plugin file is not in the source scan: import

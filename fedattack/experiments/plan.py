@@ -1,12 +1,15 @@
 """Expand an experiment into concrete jobs: federations to train and evaluations to run.
 
-Every job has a stable folder name derived from its complete settings (a readable prefix and a
-short hash), so re-running an experiment finds the work it already did, and editing a setting
-gives new folders instead of silently reusing outputs trained with the old one.
+Every job (a *cell* of the sweep) is content-addressed: its folder name is a readable prefix and
+the short hash of the canonical JSON of its fully resolved spec (`address`), so re-running an
+experiment finds the work it already did, a cell whose spec is unchanged keeps its folder when
+others are added, and editing a setting gives new folders instead of silently reusing outputs
+trained with the old one.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass
@@ -14,6 +17,7 @@ from typing import Any, TypeVar
 
 from fedattack.defaults import DEFAULT_DATASET
 from fedattack.evaluation import EvaluationSpec
+from fedattack.experiments.grid import DEFENCE_SETTINGS, POINT
 from fedattack.experiments.spec import Evaluation, Experiment
 from fedattack.federation.spec import FederationSpec
 from fedattack.registry import TARGETS, UserError
@@ -32,6 +36,11 @@ class FederationJob:
         dist = self.spec.partition_options.get("distribution")
         return f"{self.spec.partition}:{dist}" if dist else self.spec.partition
 
+    def record(self) -> dict[str, Any]:
+        """What the sweep index says about this cell: its address and the spec it stands for."""
+        spec = self.spec.to_json()
+        return {"kind": "federation", "folder": self.ident, "address": address(spec), "spec": spec}
+
 
 @dataclass(frozen=True)
 class EvalJob:
@@ -43,13 +52,22 @@ class EvalJob:
 
     @property
     def ident(self) -> str:
+        """Addressed by the resolved evaluation alone (the folder sits inside its federation's)."""
         ev = self.evaluation
-        fields = {k: v for k, v in vars(ev).items() if k not in ("methods", "datasets", "partitions")}
-        return _safe(f"{'+'.join(ev.attacks)}-{'+'.join(ev.threat_models)}-s{self.seed}-{_digest(fields)}")
+        return _safe(f"{'+'.join(ev.attacks)}-{'+'.join(ev.threat_models)}-s{self.seed}-"
+                     f"{address(self.spec_json())}")
 
     @property
     def spec(self) -> EvaluationSpec:
         return self.evaluation.spec(self.seed)
+
+    def spec_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self.spec)
+
+    def record(self) -> dict[str, Any]:
+        spec = self.spec_json()
+        return {"kind": "evaluation", "folder": f"{self.federation.ident}/{self.ident}", "address": address(spec),
+                "federation": self.federation.ident, "spec": spec}
 
 
 @dataclass
@@ -72,11 +90,42 @@ def plan(exp: Experiment) -> Plan:
             merged = {**entry, **entry.get("by_method", {}).get(method, {})}
             for partition in _list(merged, "partition", "partitions", default="shards"):
                 for seed in _list(merged, "seed", "seeds", default=0):
-                    spec = federation_spec(merged, method, partition, int(seed))
+                    spec = _cell_spec(merged, method, partition, seed)
                     feds.append(FederationJob(_ident(spec), spec))
     feds = list({f.ident: f for f in feds}.values())  # the same federation listed twice trains once
     evals = [job for ev in exp.evaluations for fed in feds for job in _eval_jobs(ev, fed)]
     return Plan(feds, evals, notes)
+
+
+def _cell_spec(entry: dict[str, Any], method: str, partition: Any, seed: Any) -> FederationSpec:
+    """The spec of one cell; a refusal names the grid values the user wrote for it."""
+    try:
+        if not isinstance(seed, int) or isinstance(seed, bool):
+            raise UserError(f"seed {seed!r} must be an integer")
+        return federation_spec(entry, method, partition, seed)
+    except UserError as exc:
+        if entry.get(POINT):
+            raise UserError(f"grid cell {entry[POINT]} ({method}): {exc}") from None
+        raise
+
+
+def defence_stack(entry: dict[str, Any]) -> tuple[dict[str, Any], ...]:
+    """The entry's `defences` (CLI strings or tables), with grid-set settings applied, normalised
+    (every setting typed and its default explicit, so equal stacks have equal addresses)."""
+    from fedattack.defences import normalise_defence, parse_defence
+
+    items = entry.get("defences", [])
+    if not isinstance(items, list) or not all(isinstance(d, (str, dict)) for d in items):
+        raise UserError(f"defences = {items!r} must be a list such as [\"clip:max_norm=0.5\"]")
+    stack = [parse_defence(d) if isinstance(d, str) else {"name": d.get("name"), "settings": d.get("settings", {})}
+             for d in items]
+    for name, settings in entry.get(DEFENCE_SETTINGS, {}).items():
+        matching = [d for d in stack if d["name"] == name]
+        if not matching:
+            raise UserError(f"the grid sets a setting of defence {name!r}, which this cell does not have")
+        for d in matching:
+            d["settings"] = {**dict(d["settings"] or {}), **settings}
+    return tuple(normalise_defence(d) for d in stack)
 
 
 def federation_spec(entry: dict[str, Any], method: str, partition: str, seed: int) -> FederationSpec:
@@ -94,7 +143,7 @@ def federation_spec(entry: dict[str, Any], method: str, partition: str, seed: in
         epochs=entry.get("epochs", Recipe.epochs), batch_size=entry.get("batch_size", Recipe.batch_size),
         lr=_float(entry.get("lr")), seed=seed, record=entry.get("record", base.record),
         eval_every=entry.get("eval_every", base.eval_every), executor=entry.get("executor", base.executor),
-        normalize=entry.get("normalize", base.normalize))
+        normalize=entry.get("normalize", base.normalize), defences=defence_stack(entry))
 
 
 def user_or_registered(kind: str, name: Any) -> Any:
@@ -132,11 +181,17 @@ def _list(entry: dict[str, Any], one: str, many: str, default: Any = None) -> li
 def _ident(spec: FederationSpec) -> str:
     dist = spec.partition_options.get("distribution")
     part = spec.partition + (f"-{dist}" if dist else "")
-    return _safe(f"{spec.method}-{spec.dataset}-{part}-s{spec.seed}-{_digest(spec.to_json())}")
+    return _safe(f"{spec.method}-{spec.dataset}-{part}-s{spec.seed}-{address(spec.to_json())}")
 
 
-def _digest(data: Any) -> str:
-    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:8]
+def canonical(data: Any) -> str:
+    """The one JSON text of a spec: keys sorted, fixed separators (what an address hashes)."""
+    return json.dumps(data, sort_keys=True, default=str)
+
+
+def address(data: Any) -> str:
+    """A cell's short content address: 32 bits of SHA-256, ample for one experiment's cells."""
+    return hashlib.sha256(canonical(data).encode()).hexdigest()[:8]
 
 
 def _safe(name: str) -> str:

@@ -20,6 +20,9 @@ naming it, because a misspelt key that is silently ignored gives a plausible wro
     dataset = "digits"    model = "digits-mlp"   clients = 20   rounds = 20   fraction = 0.1
     epochs = 5   batch-size = 10   lr = 0.04   record = "auto"   eval-every = 1
     executor = "sequential"   partition-options = {...}   hyper = {...}
+    defences = ["clip:max_norm=0.5"]  # as --defence on the CLI (or {name = "clip", settings = {...}})
+    [federation.grid]                 # every combination of these values (`fedattack.experiments.grid`)
+    lr = [0.05, 0.1]
     [federation.by-method.waffle-ibp]  # overrides of any key above for one method
     lr = 0.05
 
@@ -35,6 +38,7 @@ naming it, because a misspelt key that is silently ignored gives a plausible wro
     seeds = [0]
     [evaluation.settings]             # attack settings; each goes to every attack that has it
     shadows = 3
+    [evaluation.grid]                 # as [federation.grid], e.g. "settings.shadows" = [2, 4]
 
 An [[evaluation]] entry is an `EvaluationSpec` (`fedattack.evaluation`) per seed, plus filters
 choosing the federations it attacks; every key means what the same option of `fedattack
@@ -49,15 +53,16 @@ from pathlib import Path
 from typing import Any
 
 from fedattack.evaluation import EvaluationSpec
+from fedattack.experiments.grid import POINT, expand
 from fedattack.registry import UserError
 
 TOP_KEYS = {"name", "description", "caveat", "reproduces", "skip_missing_methods", "defaults", "federation",
             "evaluation"}
 FEDERATION_KEYS = {"method", "methods", "partition", "partitions", "seed", "seeds", "dataset", "model",
                    "clients", "rounds", "fraction", "epochs", "batch_size", "lr", "record", "eval_every",
-                   "executor", "partition_options", "hyper", "by_method", "normalize"}
+                   "executor", "partition_options", "hyper", "by_method", "normalize", "defences", "grid"}
 EVALUATION_KEYS = {"methods", "datasets", "partitions", "threat_models", "attacks", "reconstructions",
-                   "victims", "aux_size", "eval_size", "max_queries", "seeds", "settings"}
+                   "victims", "aux_size", "eval_size", "max_queries", "seeds", "settings", "grid"}
 OPAQUE = {"partition_options", "hyper", "settings"}  # option tables passed on to their owner (keys snake_cased)
 
 
@@ -127,13 +132,18 @@ def parse(data: dict[str, Any], default_name: str = "experiment", source: Path |
     for i, raw in enumerate(feds):
         entry = {**defaults, **normalise(raw, FEDERATION_KEYS, f"{where} [[federation]] #{i + 1}")}
         by_method = entry.get("by_method", {})
-        entry["by_method"] = {m: normalise(o, FEDERATION_KEYS - {"method", "methods", "by_method"},
+        entry["by_method"] = {m: normalise(o, FEDERATION_KEYS - {"method", "methods", "by_method", "grid"},
                                            f"{where} [federation.by-method.{m}]") for m, o in by_method.items()}
-        if not (entry.get("method") or entry.get("methods")):
+        cells = expand(entry, FEDERATION_KEYS, f"{where} [[federation]] #{i + 1}")
+        if not all(c.get("method") or c.get("methods") for c in cells):
             raise UserError(f"{where} [[federation]] #{i + 1} names no method; add method = \"fedavg\"")
-        entries.append(entry)
-    evals = [_evaluation(normalise(e, EVALUATION_KEYS, f"{where} [[evaluation]] #{i + 1}"), where)
-             for i, e in enumerate(_tables(top.get("evaluation", []), "evaluation", where))]
+        entries.extend(cells)
+    evals = []
+    for i, e in enumerate(_tables(top.get("evaluation", []), "evaluation", where)):
+        label = f"{where} [[evaluation]] #{i + 1}"
+        for cell in expand(normalise(e, EVALUATION_KEYS, label), EVALUATION_KEYS, label):
+            point = cell.pop(POINT, None)
+            evals.append(_evaluation(cell, f"{where} (grid cell {point})" if point else where))
     return Experiment(name=str(top.get("name", default_name)), description=str(top.get("description", "")),
                       federations=tuple(entries), evaluations=tuple(evals),
                       reproduces=tuple(_strings(top.get("reproduces", []), "reproduces", where)),
