@@ -30,6 +30,7 @@ from fedattack.attacks.reconstruction.base import RECONSTRUCTIONS, Reconstructor
 from fedattack.attacks.summary import write_summary
 from fedattack.attacks.threat_models.base import RunFacts, ThreatModel
 from fedattack.attacks.truth import GroundTruth
+from fedattack.attacks.upper_bound import attack_strongest
 from fedattack.attacks.view import Knowledge
 from fedattack.data import load_dataset
 from fedattack.data.types import Dataset, DatasetMissing
@@ -115,7 +116,7 @@ def _evaluate_into(fed: Federation, spec: EvaluationSpec, out: Path, data_root: 
                disable=not progress, leave=False)
     for victim in chosen:
         knowledge, truth = truth_mod.build(fed, target, dataset, partition, victim, pools, shared,
-                                           spec.seed, spec.max_queries)
+                                           spec.seed, spec.max_queries, spec.nonmembers)
         for tm in threats:
             known = knowledge.as_known_by(tm.knows)
             ctx = replace(base, threat_model=tm.describe(victim, facts), knowledge=known.describe())
@@ -184,7 +185,7 @@ def attack_victim(case: VictimCase, attacks: list[Attack], spec: EvaluationSpec,
         for attack in attacks:
             bar.set_postfix_str(f"victim {victim} {tm.name} {strategy.name} {attack.name}")
             path = out / f"{attack.name}-{tm.name}-{strategy.name}-victim{victim}.json"
-            written.append(attack(adv, case.truth, spec.seed, path, sctx).save(path))
+            written.append(attack_strongest(attack, adv, case.truth, spec.seed, path, sctx).save(path))
             bar.update()
     return written
 

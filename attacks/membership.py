@@ -93,7 +93,7 @@ class Membership(MembershipAttack):
                 "loss_threshold": -threshold}
         return Calibrated(scores, threshold, info)
 
-    def decide(self, scores: np.ndarray) -> np.ndarray:
+    def decide(self, scores: np.ndarray, member_share: float = 0.5) -> np.ndarray:
         """The attack classifiers' own rule: a member when P(member) >= 0.5."""
         return (scores >= 0.5).astype(int)
 

@@ -1,10 +1,11 @@
 """The membership-inference family: what every membership attack shares.
 
 A membership attack judges the adversary's query set (`Knowledge.queries`: the victim's
-training records and as many non-members of the same classes, shuffled) and writes one
-number per query, higher meaning "more likely a member": `scores(adv, gen)`. This base turns
-the scores into 0/1 guesses (`decide`; by default the upper half, since the evaluation
-protocol draws as many members as non-members), computes the family's metrics (accuracy,
+training records and at least as many non-members of the same class mix, by default 1,000,
+shuffled) and writes one number per query, higher meaning "more likely a member":
+`scores(adv, gen)`. This base turns the scores into 0/1 guesses (`decide`; by default the top
+`member_share` of the scores, the protocol's public share of members), computes the family's
+metrics (balanced accuracy, which is the accuracy on a balanced set,
 precision, recall, F1, ROC AUC, TPR at 1% and 0.1% FPR where the non-members resolve them,
 the full-resolution ROC curve), their bootstrap confidence intervals and a test against
 chance (`membership_metrics`), keeps every query's score in the result, and runs the
@@ -80,9 +81,10 @@ class MembershipAttack(Attack):
         """One number per query of `adv.knowledge.queries`, higher = more likely a member."""
         raise NotImplementedError
 
-    def decide(self, scores: np.ndarray) -> np.ndarray:
-        """The 0/1 guesses: by default the upper half of the scores (half the queries are members)."""
-        return (scores >= np.median(scores)).astype(int)
+    def decide(self, scores: np.ndarray, member_share: float = 0.5) -> np.ndarray:
+        """The 0/1 guesses: by default the top `member_share` of the scores (the protocol says how
+        many queries are members, as a balanced protocol says "half")."""
+        return (scores >= np.quantile(scores, 1.0 - member_share)).astype(int)
 
     def run(self, adv: Adversary, gen: torch.Generator) -> MembershipGuesses:
         out = self.scores(adv, gen)
@@ -91,10 +93,12 @@ class MembershipAttack(Attack):
         logp = self.query_log_probs(adv)
         labels = self.query_labels(adv, logp)
         neg_loss = logp[torch.arange(len(labels)), torch.as_tensor(labels)].numpy()
-        threshold = float(np.median(neg_loss)) if cal.loss_threshold is None else cal.loss_threshold
         labels_note = "known" if adv.knowledge.labels_known else PREDICTED
         info = {**cal.info, "labels": labels_note, "queries": len(labels)}
-        return MembershipGuesses(scores, self.decide(scores), neg_loss,
+        share = adv.knowledge.member_share
+        threshold = (float(np.quantile(neg_loss, 1.0 - share)) if cal.loss_threshold is None
+                     else cal.loss_threshold)
+        return MembershipGuesses(scores, self.decide(scores, share), neg_loss,
                                  (neg_loss >= threshold).astype(int), info)
 
     @staticmethod

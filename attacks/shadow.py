@@ -85,7 +85,8 @@ class ShadowModels:
         results = executor.run(self.target, jobs)
         shadows = []
         for data, job, server, (up, private) in zip(datas, jobs, servers, results):
-            deployed = self._solo(server, up, private, len(data.trained), rnd) if solo_deployed else None
+            deployed = (deployed_alone(self.target, server, up, private, len(data.trained), rnd,
+                                      self.victim) if solo_deployed else None)
             shadows.append(Shadow(data, Observation(start.round, job.down, up, deployed)))
         return shadows
 
@@ -95,11 +96,14 @@ class ShadowModels:
         server = self.target.init_server(generator(self.seed, "shadow-init", self.victim, j))
         return server, self.target.broadcast(server, self.victim, start.round or 0)
 
-    def _solo(self, server: State, up: Payload, private: State, n: int, rnd: int) -> State:
-        """What this shadow would deploy had it been the round's only client."""
-        try:
-            msg = Message(rnd, self.victim, SERVER, "uplink", up, samples=n)
-            merged = self.target.aggregate(server, [msg], rnd) if up else server
-        except (KeyError, IndexError, ValueError, RuntimeError):
-            merged = {**server, **up}
-        return self.target.deployed(merged, private)
+
+def deployed_alone(target: Target, server: State, up: Payload, private: State, n: int, rnd: int,
+                  client: int = 0) -> State:
+    """What a client would deploy had it been the round's only client: its local model after
+    training, private parts included (the server state is the round's downlink)."""
+    try:
+        msg = Message(rnd, client, SERVER, "uplink", up, samples=n)
+        merged = target.aggregate(server, [msg], rnd) if up else server
+    except (KeyError, IndexError, ValueError, RuntimeError):
+        merged = {**server, **up}
+    return target.deployed(merged, private)

@@ -21,6 +21,8 @@ from fedattack.federation.loop import client_data
 from fedattack.rng import numpy_rng
 from fedattack.target import State, Target
 
+DEFAULT_NONMEMBERS = 1000  # the smallest set that resolves TPR at 0.1% FPR
+
 
 @dataclass
 class SharedTruth:
@@ -54,39 +56,64 @@ class GroundTruth:
 
 
 def build(fed: Any, target: Target, dataset: Any, partition: Any, victim: int, pools: Pools,
-          shared: SharedTruth, seed: int, max_queries: int) -> tuple[Knowledge, GroundTruth]:
+          shared: SharedTruth, seed: int, max_queries: int,
+          nonmembers: int = DEFAULT_NONMEMBERS) -> tuple[Knowledge, GroundTruth]:
     """The adversary's knowledge and the scorer's truth for one victim."""
     data = client_data(dataset, partition, victim)
     members = Samples(data.x_train, data.y_train)
-    queries, is_member = membership_queries(members, pools.nonmember, seed, victim, max_queries)
+    queries, is_member = membership_queries(members, pools.nonmember, seed, victim, max_queries, nonmembers)
     counts = members.class_counts(target.num_classes)
     knowledge = Knowledge(aux=pools.aux, queries=queries, victim_size=len(members),
-                          victim_class_counts=counts)
+                          victim_class_counts=counts, member_share=float(is_member.mean()))
     private = fed.private_state(victim)
     truth = GroundTruth(victim=victim, members=members, is_member=is_member, private=private,
                         deployed=target.deployed(fed.server_state(), private), shared=shared)
     return knowledge, truth
 
 
-def membership_queries(members: Samples, pool: Samples, seed: int, victim: int,
-                       max_queries: int) -> tuple[Samples, np.ndarray]:
-    """A balanced, shuffled set: k_c members and k_c non-members of each class c the victim holds.
+def membership_queries(members: Samples, pool: Samples, seed: int, victim: int, max_queries: int,
+                       nonmembers: int = DEFAULT_NONMEMBERS) -> tuple[Samples, np.ndarray]:
+    """A shuffled set of the victim's members and of non-members with the same class mix.
 
-    k_c is what both sides can supply (scaled down so members total at most `max_queries`), so
-    non-members match the members' class mix and class alone tells nothing.
+    Members: the victim's training records (scaled down per class to at most `max_queries`).
+    Non-members: records of the held-out pool in the members' class proportions, so class alone
+    tells nothing: at least as many as members, and `nonmembers` where the pool can supply every
+    class's share (else as many as it can, every class scaled by the same factor). The set is
+    unbalanced on purpose: a TPR at FPR alpha needs at least 1/alpha non-members (Carlini et al.
+    2022), far more than a client has members. A pool short of a class's members gives the
+    balanced draw of what both sides can supply.
     """
     rng = numpy_rng(seed, "queries", victim)
     mine, theirs = members.by_class(), pool.by_class()
-    k = {c: min(len(idx), len(theirs.get(c, ()))) for c, idx in mine.items()}
+    supply = {c: len(i) for c, i in theirs.items()}
+    k = {c: len(idx) for c, idx in mine.items()}
+    if any(supply.get(c, 0) < v for c, v in k.items()):
+        k = {c: min(v, supply.get(c, 0)) for c, v in k.items()}
     total = sum(k.values())
     if total > max_queries > 0:
         k = {c: int(v * max_queries // total) for c, v in k.items()}
     member_idx = sample_class_mix(members, k, rng)
-    nonmember_idx = sample_class_mix(pool, k, rng)
+    nonmember_idx = sample_class_mix(pool, nonmember_counts(k, supply, nonmembers), rng)
     both = Samples.concat([members.take(member_idx), pool.take(nonmember_idx)])
     labels = np.r_[np.ones(len(member_idx), bool), np.zeros(len(nonmember_idx), bool)]
     order = rng.permutation(len(labels))
     return both.take(order), labels[order]
+
+
+def nonmember_counts(members: dict[int, int], pool: dict[int, int], wanted: int) -> dict[int, int]:
+    """Per class, the non-members to draw: `wanted` in the members' proportions (at least the
+    members' own counts), every class scaled by the one factor the pool can supply."""
+    total = sum(members.values())
+    if total == 0:
+        return {}
+    supply = min((pool.get(c, 0) / v for c, v in members.items() if v), default=1.0)
+    ratio = max(1.0, min(wanted / total, supply))
+    exact = {c: v * ratio for c, v in members.items()}
+    counts = {c: int(e) for c, e in exact.items()}
+    short = round(total * ratio) - sum(counts.values())  # largest remainders: the total is exact
+    for c in sorted(exact, key=lambda c: counts[c] - exact[c])[:max(0, short)]:
+        counts[c] += 1
+    return {c: min(n, pool.get(c, 0)) for c, n in counts.items()}
 
 
 def train_class_means(dataset: Any) -> torch.Tensor:

@@ -60,6 +60,7 @@ class View:
     channels: tuple[Channel, ...]
     reader: Any  # fedattack.federation.transcript_io.TranscriptReader
     deployed: State | None = None
+    held: dict[str, State] = dataclasses.field(default_factory=dict)  # upper bound: each model the victim held
     upper_bound: bool = False
 
     def entries(self) -> list[dict[str, Any]]:
@@ -131,13 +132,14 @@ class Knowledge:
     victim_class_counts: list[int]
     labels_known: bool = True
     recipe_known: bool = True
+    member_share: float = 0.5  # the protocol's share of members among the queries (public)
     assumptions: str = ("the method, its hyperparameters, model architecture and training recipe "
                         "(the public protocol); the victim's training-set size and class counts")
 
     def describe(self) -> dict[str, Any]:
         return {"assumptions": self.assumptions, "aux": len(self.aux), "victim_size": self.victim_size,
                 "victim_class_counts": self.victim_class_counts, "labels_known": self.labels_known,
-                "recipe_known": self.recipe_known}
+                "recipe_known": self.recipe_known, "member_share": round(self.member_share, 4)}
 
     def as_known_by(self, knows: Knows) -> Knowledge:
         """What of this (complete) knowledge an adversary with `knows` is handed."""
@@ -148,7 +150,8 @@ class Knowledge:
         sized = knows.local_samples and knows.labels  # class counts are label knowledge too
         return Knowledge(aux=aux, queries=queries, victim_size=self.victim_size if knows.local_samples else None,
                          victim_class_counts=self.victim_class_counts if sized else [],
-                         labels_known=knows.labels, recipe_known=knows.recipe, assumptions=assumptions(knows))
+                         labels_known=knows.labels, recipe_known=knows.recipe, member_share=self.member_share,
+                         assumptions=assumptions(knows))
 
 
 UNKNOWN_LABEL = -1

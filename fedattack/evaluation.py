@@ -26,8 +26,10 @@ class EvaluationSpec:
     "random:N" (drawn by the seed among the clients on the recorded wire). reconstruction:
     "auto", "all" or strategy names, comma-separated. aux_size / eval_size: samples of the test
     split for the adversary's auxiliary data and the evaluation classifier (None: 40% / 30%).
-    max_queries: most members judged per victim. executor: trains shadow models. settings:
-    attack settings, each going to every chosen attack that has it."""
+    max_queries: most members judged per victim. nonmembers: non-members drawn per victim (at
+    least as many as members; fewer where the held-out pool cannot supply them). executor:
+    trains shadow models. settings: attack settings, each going to every chosen attack that
+    has it."""
 
     threat_models: tuple[str, ...] = ("eavesdropper",)
     attacks: tuple[str, ...] = ("all",)
@@ -36,6 +38,7 @@ class EvaluationSpec:
     aux_size: int | None = None
     eval_size: int | None = None
     max_queries: int = 1000
+    nonmembers: int = 1000
     seed: int = 0
     executor: str = "sequential"
     settings: dict[str, Any] = field(default_factory=dict)
@@ -55,6 +58,7 @@ class EvaluationSpec:
             if value is not None:
                 _int(value, name, least)
         _int(self.max_queries, "max_queries", 1)
+        _int(self.nonmembers, "nonmembers", 0)
         _int(self.seed, "seed", None)
         if not isinstance(self.executor, str) or not self.executor:
             raise UserError("executor must be an executor's name, e.g. sequential")

@@ -55,6 +55,10 @@ class ThreatModel:
         """The victim's deployed model; None for every threat model that is not an upper bound."""
         return None
 
+    def held_models(self, fed: Any, victim: int) -> dict[str, State]:
+        """Every model the victim held, by name (an upper bound attacks each); {} otherwise."""
+        return {}
+
     def view(self, fed: Any, victim: int, facts: RunFacts | None = None) -> View:
         """The adversary's view of federation `fed` (a `Federation`) when attacking `victim`."""
         fed.check_client(victim)
@@ -64,7 +68,7 @@ class ThreatModel:
                             "knows = Knows(every_client=True) if it may use them")
         return View(threat_model=self.name, victim=victim, target=fed.target(), channels=channels,
                     reader=fed.transcript(), deployed=self.deployed_model(fed, victim),
-                    upper_bound=self.upper_bound)
+                    held=self.held_models(fed, victim), upper_bound=self.upper_bound)
 
     def describe(self, victim: int | None = None, facts: RunFacts | None = None) -> dict[str, Any]:
         """For results: what it observes (the channels, when the victim and run are given) and knows."""

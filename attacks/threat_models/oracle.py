@@ -1,31 +1,57 @@
-"""`oracle`: the victim's deployed model, private state included. An UPPER BOUND.
+"""`oracle`: every model the victim held, private state included, and everything on the wire.
+An UPPER BOUND.
 
-No real adversary of these protocols holds this: it is the model the victim actually uses,
-`target.deployed(server state, victim's private state)`, so an attack on it bounds what any
-reconstruction of the hidden parts could achieve. It also sees the victim's channel (so shadow
-models can start where the victim started). Every result it produces has `upper_bound=True`.
+No real adversary of these protocols holds this. The oracle sees what the server sees (every
+client's messages) and, besides, every model the victim itself held (`held_models`): its
+deployed model, `target.deployed(server state, private state)`, and its local model right after
+its last local training (its last uplink merged into that round's downlink, with its private
+state: for FedAvg the uplink model itself, for a method with private parts the model the
+client had in hand). Each attack runs on each held model and the result keeps, per metric, the
+strongest value and which model gave it (`attacks/upper_bound.py`), so the bound is at least
+what the eavesdropper or the server gets from the same messages: the deployed model alone is
+often weaker than the freshly trained uplink the eavesdropper reads. Every result it produces
+has `upper_bound=True`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from fedattack.attacks.shadow import deployed_alone
 from fedattack.attacks.threat_models.base import RunFacts, ThreatModel
-from fedattack.attacks.view import Channel
+from fedattack.attacks.view import Channel, Knows
 from fedattack.target import State
 
 
 class Oracle(ThreatModel):
-    """Upper bound: the victim's deployed model including its private state."""
+    """Upper bound: every model the victim held (deployed, local after training), every message."""
 
     name = "oracle"
-    observes = "the victim's deployed model including private state (upper bound), and its channel"
+    observes = ("every model the victim held, private state included (its deployed model and its "
+                "local model after its last training), and every client's messages (upper bound)")
+    knows = Knows(every_client=True)
     upper_bound = True
     attacks_deployed = True
 
     def channels(self, victim: int, facts: RunFacts) -> list[Channel]:
-        return [Channel(victim, "downlink"), Channel(victim, "uplink")]
+        return [Channel(None, "downlink"), Channel(None, "uplink")]
 
     def deployed_model(self, fed: Any, victim: int) -> State:
         target = fed.target()
         return target.deployed(fed.server_state(), fed.private_state(victim))
+
+    def held_models(self, fed: Any, victim: int) -> dict[str, State]:
+        """The deployed model and, when the wire kept its last round, the victim's local model."""
+        held = {"deployed": self.deployed_model(fed, victim)}
+        index = fed.transcript().index
+        sent = [e["round"] for e in index if e["kind"] == "uplink" and e["sender"] == victim]
+        if sent:
+            rnd = max(sent)
+            msgs = fed.transcript().load(client=victim, rounds={rnd})
+            down = next((m.payload for m in msgs if m.kind == "downlink"), None)
+            up = next(m for m in msgs if m.kind == "uplink")
+            if down is not None:
+                held[f"local (round {rnd})"] = deployed_alone(fed.target(), dict(down), up.payload,
+                                                             fed.private_state(victim), up.samples or 1,
+                                                             rnd, victim)
+        return held

@@ -68,7 +68,10 @@ def threat_model_help() -> str:
 @click.option("--eval-size", type=click.IntRange(min=0), default=None,
               help="Evaluation-classifier samples from the test split [default: 30% of it].")
 @click.option("--max-queries", type=click.IntRange(min=1), default=1000, show_default=True,
-              help="Most members judged per victim (as many non-members beside them).")
+              help="Most members judged per victim.")
+@click.option("--nonmembers", type=click.IntRange(min=0), default=1000, show_default=True,
+              help="Non-members judged per victim, in the members' class mix (at least as many as "
+                   "members; fewer where the test split cannot supply them). TPR at 0.1% FPR needs 1,000.")
 @click.option("--set", "options", multiple=True, metavar="KEY=VALUE",
               help="Attack setting, e.g. shadows=5 or steps=2000 (repeatable).")
 @click.option("--seed", type=int, default=0, show_default=True)
@@ -92,14 +95,14 @@ def threat_model_help() -> str:
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def evaluate_command(run_dir: str, threat_models: tuple[str, ...], attacks: tuple[str, ...],
                      victims: tuple[str, ...], reconstruction: str, aux_size: int | None,
-                     eval_size: int | None, max_queries: int, options: tuple[str, ...], seed: int,
+                     eval_size: int | None, max_queries: int, nonmembers: int, options: tuple[str, ...], seed: int,
                      out: str | None, resume: bool, force: bool, executor: str, threads: int,
                      models: tuple[str, ...], datasets: tuple[str, ...], data_root: str | None,
                      quiet: bool) -> None:
     """Run attacks on RUN_DIR as a threat model sees it; one JSON result per victim plus a summary."""
     spec = EvaluationSpec(threat_models=threat_models, attacks=attacks, victims=victims,
                           reconstruction=reconstruction, aux_size=aux_size, eval_size=eval_size,
-                          max_queries=max_queries, seed=seed, executor=executor,
+                          max_queries=max_queries, nonmembers=nonmembers, seed=seed, executor=executor,
                           settings=parse_pairs(options, "--set"))  # its mistakes answer before torch loads
     out_dir = Path(out) if out else Path("results") / Path(run_dir).name
     previous = claim_folder(out_dir, resume, force)

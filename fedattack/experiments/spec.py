@@ -35,6 +35,7 @@ naming it, because a misspelt key that is silently ignored gives a plausible wro
     aux-size = 200                    # the adversary's auxiliary samples (default: the attack's)
     eval-size = 300                   # samples for the evaluation classifier (inversion)
     max-queries = 1000                # most members judged per victim
+    nonmembers = 1000                 # non-members judged per victim (at least as many as members)
     seeds = [0]
     [evaluation.settings]             # attack settings; each goes to every attack that has it
     shadows = 3
@@ -62,7 +63,8 @@ FEDERATION_KEYS = {"method", "methods", "partition", "partitions", "seed", "seed
                    "clients", "rounds", "fraction", "epochs", "batch_size", "lr", "record", "eval_every",
                    "executor", "partition_options", "hyper", "by_method", "normalize", "defences", "grid"}
 EVALUATION_KEYS = {"methods", "datasets", "partitions", "threat_models", "attacks", "reconstructions",
-                   "victims", "aux_size", "eval_size", "max_queries", "seeds", "settings", "grid"}
+                   "victims", "aux_size", "eval_size", "max_queries", "nonmembers", "seeds",
+                   "settings", "grid"}
 OPAQUE = {"partition_options", "hyper", "settings"}  # option tables passed on to their owner (keys snake_cased)
 
 
@@ -75,6 +77,7 @@ class Evaluation:
     aux_size: int | None = None
     eval_size: int | None = None
     max_queries: int | None = None
+    nonmembers: int | None = None
     seeds: tuple[int, ...] = (0,)
     settings: dict[str, Any] = field(default_factory=dict)
     methods: tuple[str, ...] | None = None
@@ -84,9 +87,11 @@ class Evaluation:
     def spec(self, seed: int) -> EvaluationSpec:
         """The evaluation this entry asks for with one of its seeds."""
         queries = EvaluationSpec.max_queries if self.max_queries is None else self.max_queries
+        nonmembers = EvaluationSpec.nonmembers if self.nonmembers is None else self.nonmembers
         return EvaluationSpec(threat_models=self.threat_models, attacks=self.attacks, victims=self.victims,
                               reconstruction=",".join(self.reconstructions), aux_size=self.aux_size,
-                              eval_size=self.eval_size, max_queries=queries, seed=seed, settings=self.settings)
+                              eval_size=self.eval_size, max_queries=queries, nonmembers=nonmembers, seed=seed,
+                              settings=self.settings)
 
     def specs(self) -> tuple[EvaluationSpec, ...]:
         return tuple(self.spec(seed) for seed in self.seeds)
@@ -200,7 +205,7 @@ def _evaluation(e: dict[str, Any], where: str) -> Evaluation:
     def opt(key: str) -> tuple[str, ...] | None:
         return tuple(_strings(e[key], key, where)) if key in e else None
 
-    sizes = {k: e.get(k) for k in ("aux_size", "eval_size", "max_queries")}
+    sizes = {k: e.get(k) for k in ("aux_size", "eval_size", "max_queries", "nonmembers")}
     for key, value in sizes.items():
         least = 1 if key == "max_queries" else 0
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < least):
