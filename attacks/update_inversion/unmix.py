@@ -34,11 +34,18 @@ ZERO = 1e-6  # a pixel below this (of a solution scaled to max 1) is off
 
 
 def first_layer_update(start: State, after: State, shape: tuple[int, ...]) -> torch.Tensor | None:
-    """The update (U, P) of the first matched weight that multiplies all P pixels, or None."""
+    """The update (U, P) of the first matched weight that multiplies all P pixels, or None: an
+    (out, P) linear weight, or a (P [+ 1 bias row], F) one that multiplies [x, 1] from the left
+    (WAFFLe's factorised W_a, whose update is sum_i [x_i; 1] g_i^T: the same span)."""
     pixels = math.prod(shape)
     for key, value in after.items():
-        if value.dim() == 2 and value.shape[1] == pixels and key in start:
-            return (value - start[key]).detach().double().cpu()
+        if value.dim() != 2 or key not in start:
+            continue
+        delta = (value - start[key]).detach().double().cpu()
+        if value.shape[1] == pixels:
+            return delta
+        if value.shape[0] in (pixels, pixels + 1):
+            return delta[:pixels].T
     return None
 
 

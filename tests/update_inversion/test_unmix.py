@@ -42,3 +42,5 @@ def test_a_random_update_or_too_many_images_unmix_into_nothing(mlp: Model, digit
     assert scores.share_recovered == 0.0
     assert unmix(layer, 64, (1, 8, 8), gen, programs=8) is None  # as many images as units: no span
     assert first_layer_update(down, {k: v for k, v in down.items() if v.dim() == 1}, (1, 8, 8)) is None
+    factorised = first_layer_update({"W_a": torch.zeros(65, 3)}, {"W_a": torch.ones(65, 3)}, (1, 8, 8))
+    assert factorised is not None and factorised.shape == (3, 64)  # [x, 1] W_a: the bias row dropped
