@@ -21,11 +21,13 @@ from fedattack.attacks.truth import GroundTruth
 from fedattack.attacks.update_inversion.joint import Inverted
 from fedattack.attacks.update_inversion.labels import count_accuracy
 from fedattack.attacks.update_inversion.problem import VictimUpdate, recover_labels, victim_update
+from fedattack.attacks.update_inversion.unmix import first_layer_update, order_by_labels, unmix
 from fedattack.registry import UserError
 from fedattack.results import Metric
 
 SELECTIONS = ("strategy", "adaptive")
 LABELS = ("threat-model", "recovered")
+STARTS = ("random", "first-layer")
 ON = 0.5  # a relaxed selection entry counts as "factor on" from here (as the strategies' scores)
 
 
@@ -53,7 +55,11 @@ class InversionSettings:
     factorised layer jointly with the images, starting from that guess. labels: "threat-model"
     uses the victim's class counts when the threat model knows them; "recovered" always counts
     them from the update (and probes with unlabelled auxiliary images), the labels-unknown
-    attacker of the FL literature on a threat model that would know them."""
+    attacker of the FL literature on a threat model that would know them. start: "random"
+    optimises from noise; "first-layer" reads the images off a fully connected first layer's
+    update (`unmix`: the non-negative images of its row space, one linear program per candidate
+    pixel, `programs` of them) and skips the optimiser, falling back to it (said in the result)
+    where that does not apply."""
 
     iterations: int = 300
     step_size: float = 0.3
@@ -62,6 +68,8 @@ class InversionSettings:
     restarts: int = 1
     selection: str = "strategy"
     labels: str = "threat-model"
+    start: str = "random"
+    programs: int = 300
 
     def __post_init__(self) -> None:
         if self.iterations < 1 or self.restarts < 1 or self.step_size <= 0 or self.tv < 0:
@@ -70,6 +78,8 @@ class InversionSettings:
             raise UserError(f"distance {self.distance!r} must be cosine or l2")
         if self.selection not in SELECTIONS:
             raise UserError(f"selection {self.selection!r} must be one of {', '.join(SELECTIONS)}")
+        if self.start not in STARTS or self.programs < 1:
+            raise UserError(f"start {self.start!r} must be one of {', '.join(STARTS)}, programs >= 1")
         if self.labels not in LABELS:
             raise UserError(f"labels {self.labels!r} must be one of {', '.join(LABELS)}")
 
@@ -87,11 +97,30 @@ class UpdateInversionFamily(DataReconstruction):
         update = victim_update(adv, adaptive_selection=self.settings.selection == "adaptive")
         labels, label_note = recover_labels(update, adv, gen,
                                             use_known=self.settings.labels == "threat-model")
-        inverted = self.invert(update, labels, gen)
-        info = {**update.notes, "labels": {**label_note, "guessed": labels.tolist()},
+        inverted, how = self.first_layer(update, labels, gen)
+        if inverted is None:
+            inverted = self.invert(update, labels, gen)
+        info = {**update.notes, "labels": {**label_note, "guessed": labels.tolist()}, "inverted_by": how,
                 "final_loss": inverted.loss,
                 "selection_found": {k: v.tolist() for k, v in inverted.extras.items()}}
         return Reconstructions(inverted.images, info)
+
+    def first_layer(self, update: VictimUpdate, labels: torch.Tensor,
+                    gen: torch.Generator) -> tuple[Inverted | None, str]:
+        """The images off the first layer's update (`start=first-layer`), or None and why not."""
+        if self.settings.start != "first-layer":
+            return None, "the optimiser from noise"
+        layer = first_layer_update(update.start, update.after, update.shape)
+        if layer is None:
+            return None, "the optimiser from noise: no fully connected first layer on the wire"
+        images = unmix(layer, len(labels), update.shape, gen, self.settings.programs)
+        if images is None:
+            return None, (f"the optimiser from noise: {len(labels)} images do not unmix from a first layer "
+                          f"of {layer.shape[0]} units")
+        held = update.extras.initial()
+        uplinked = {**held, **update.start, **update.after}
+        return Inverted(order_by_labels(update.forward, uplinked, images, labels), {k: v for k, v in held.items()
+                        if k in update.extras.free}, float("nan")), "the first layer's update (unmix)"
 
     def score(self, guesses: Reconstructions, truth: GroundTruth) -> Scored:
         scored = super().score(guesses, truth)
