@@ -11,7 +11,8 @@ that page is printed by this script from the runs' own `federation.json` and `me
 Columns: round-final mean local test accuracy, the multimodal majority / minority / gap, the
 mean over the last three evaluated rounds, WAFFLe's selection health from the manifest's
 `method_summary` (mean |pi - prior|, between-client std of pi, distinct factor sets, each
-per group when the partition has two), and the wall time. A setting is everything in the spec
+per group when the partition has two; and from the private states, how far the two groups'
+mean selections are apart), and the wall time. A setting is everything in the spec
 but the seed, so runs of one setting over several seeds are pooled (std with ddof = 0).
 """
 
@@ -22,6 +23,8 @@ import json
 import statistics
 from pathlib import Path
 from typing import Any
+
+import torch
 
 SETTING_KEYS = ("method", "dataset", "partition", "rounds", "normalize")
 
@@ -39,7 +42,27 @@ def load(run: Path) -> dict[str, Any]:
     for key in ("majority", "minority", "gap"):
         row[key] = final.get(key)
     row.update(health(manifest.get("method_summary", {})))
+    row["group_gap"] = group_gap(run)
     return row
+
+
+def group_gap(run: Path) -> float | None:
+    """Mean over factors of |minority's mean pi - majority's mean pi| (first factorised layer).
+
+    The manifest's health says how much clients differ; this says whether the two
+    subpopulations of a multimodal partition select differently, which personalisation needs."""
+    groups = json.loads((run / "partition.json").read_text()).get("groups", [])
+    if {"majority", "minority"} - set(groups) or not (run / "private.pt").exists():
+        return None
+    private = torch.load(run / "private.pt", weights_only=True)
+    logits = {k.split("/")[0]: v for k, v in private.items() if k.endswith(".pi_logit")}
+    if not logits:
+        return None
+    layer = next(k.split("/")[1] for k in private if k.endswith(".pi_logit"))
+    pis = {g: [torch.sigmoid(private[f"client{k}/{layer}"]) for k, gk in enumerate(groups)
+               if gk == g and f"client{k}/{layer}" in private] for g in ("majority", "minority")}
+    mean = {g: torch.stack(v).mean(0) for g, v in pis.items()}
+    return float((mean["minority"] - mean["majority"]).abs().mean())
 
 
 def setting(spec: dict[str, Any]) -> str:
@@ -93,16 +116,21 @@ def by_setting(rows: list[dict[str, Any]]) -> str:
     groups: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         groups.setdefault(r["setting"], []).append(r)
-    lines = ["| method | dataset | partition | rounds | inputs | hyperparameters | seeds | mean | majority | "
-             "minority | gap | moved | spread | minority: moved, spread | distinct factor sets / clients |",
-             "|" + "---|" * 15]
+    lines = ["| method | dataset | partition | rounds | inputs | hyperparameters | seeds | per seed | mean | "
+             "majority | minority | gap | variance | moved | spread | minority: moved, spread | "
+             "distinct factor sets / clients | pi, minority - majority | wall s |", "|" + "---|" * 19]
     for name, rs in groups.items():
         seeds = ",".join(str(r["seed"]) for r in sorted(rs, key=lambda r: r["seed"]))
-        cells = [_pm([r.get(k) for r in rs]) for k in ("mean", "majority", "minority", "gap")]
+        rs = sorted(rs, key=lambda r: r["seed"])
+        cells = [", ".join(f"{r['mean']:.2f}" for r in rs)]
+        cells += [_pm([r.get(k) for r in rs]) for k in ("mean", "majority", "minority", "gap")]
+        cells.append(_pm([r.get("variance") for r in rs], 0))
         cells += [_pm([r.get(k) for r in rs], 4) for k in ("moved", "spread")]
         cells.append(", ".join(_pm([r.get(k) for r in rs], 4) for k in ("minority.moved", "minority.spread"))
                      if any(r.get("minority.moved") is not None for r in rs) else "")
         cells.append(", ".join(f"{r['sets']}/{r['clients']}" for r in rs if r.get("sets") is not None))
+        cells.append(_pm([r.get("group_gap") for r in rs], 4))
+        cells.append(", ".join(f"{r['seconds']:.0f}" for r in rs if r.get("seconds") is not None))
         lines.append(f"| {name} | {seeds} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
