@@ -20,6 +20,7 @@ from fedattack.models.layers import (
     Layers,
     factorized_modules,
 )
+from fedattack.models.zoo.mlp import MLP
 from fedattack.registry import UserError
 from fedattack.target import (
     Hidden,
@@ -138,3 +139,24 @@ class FactorSelectionTarget(Target):
     def selection_prior(self) -> dict[str, float]:
         """The IBP prior's alpha per factorised layer, for methods whose selection has one."""
         return {}
+
+    def lowrank_chain(self, problem: LocalProblem) -> tuple[tuple[str, bool], ...] | None:
+        """The zoo MLP's layers in order, True where factorised, when this target computes it
+        as `MLP.forward` does through plain and low-rank linear layers only (what a batched
+        hand-written step can reproduce); None for anything else."""
+        model = self.model
+        if type(self).forward is not Target.forward or not isinstance(model, MLP) \
+                or type(model).forward is not MLP.forward:
+            return None
+        chain = []
+        for i in range(1, model.depth + 1):
+            layer = getattr(model, f"fc{i}")
+            if type(layer) is LowRankLinear and type(layer).forward is LowRankLinear.forward:
+                chain.append((f"fc{i}", True))
+            elif type(layer) is nn.Linear:
+                chain.append((f"fc{i}", False))
+            else:
+                return None
+        names = {f"{n}.{p}" for n, f in chain for p in (("W_a", "W_b", "r") if f else ("weight", "bias"))}
+        shared = set(self.param_names)
+        return tuple(chain) if names == shared and shared <= set(problem.params) else None

@@ -56,6 +56,7 @@ from typing import Any
 import torch
 
 from fedattack import optim
+from fedattack.federation.executor_plugins._ibp_fast import IBPStepSpec
 from fedattack.models import ibp
 from fedattack.registry import UserError
 from fedattack.target import LocalData, LocalProblem, State, TargetContext
@@ -190,6 +191,21 @@ class WaffleIBP(FactorSelectionTarget):
         if tuning is not None:  # no KL while fine-tuning
             return nll + torch.where(tuning, torch.zeros(()), kl / consts["n_train"])
         return nll + kl / consts["n_train"]
+
+    def ibp_step_spec(self, problem: LocalProblem) -> IBPStepSpec | None:
+        """The batched executor's hand-written step computes exactly `local_loss` on a low-rank
+        MLP (`executor_plugins/_ibp_fast.py`); say so, with what it needs, when that holds."""
+        chain = self.lowrank_chain(problem)
+        own = all(getattr(type(self), m) is getattr(WaffleIBP, m)
+                  for m in ("local_loss", "thresholded", "selection", "alpha", "noise_shapes"))
+        selection = {f"{layer}.{p}" for layer in self.factorized for p in ("pi_logit", "log_c", "log_d")}
+        if chain is None or not own or set(problem.params) != set(self.param_names) | selection:
+            return None
+        rec = self.rec
+        return IBPStepSpec(chain=chain, alpha={layer: self.alpha(layer) for layer in self.factorized},
+                           scale=self.selection_scale, kl_b=self.hyper.kl_b,
+                           kappa=rec.kappa if rec.finetune_epochs else None,
+                           temperature=lambda consts, step: recipes.temperature(rec, consts, step))
 
     def thresholded(self, logit: torch.Tensor) -> torch.Tensor:
         """pi 1[pi >= kappa]: IBP-WF's deterministic selection (all of pi when kappa is 0)."""

@@ -18,6 +18,7 @@ from torch.func import grad, vmap
 from torch.nn.utils.rnn import pad_sequence
 
 from fedattack import optim
+from fedattack.federation.executor_plugins._ibp_fast import ibp_spec, ibp_steps
 from fedattack.federation.executor_plugins._mlp_fast import mlp_layers, mlp_step
 from fedattack.rng import generator
 from fedattack.target import ClientContext, LocalData, LocalProblem, State, Target
@@ -139,8 +140,8 @@ def stack(states: list[State], device: torch.device) -> State:
 def train_stacked(reqs: list[TrainRequest], device: torch.device, fast: bool = True) -> list[State]:
     """Run the sequential loop of every request at once; returns trained params per request.
 
-    `fast` allows the hand-written MLP step (`_mlp_fast`) where it applies; otherwise, and
-    for every other target, each step is `vmap(grad(local_loss))`.
+    `fast` allows the hand-written steps (`_mlp_fast`, `_ibp_fast`) where they apply;
+    otherwise, and for every other target, each step is `vmap(grad(local_loss))`.
     """
     target = reqs[0].target
     plan = plan_steps(reqs)
@@ -160,11 +161,20 @@ def train_stacked(reqs: list[TrainRequest], device: torch.device, fast: bool = T
     else:
         consts = stack([r.problem.consts for r in ordered], device) if reqs[0].problem.consts else {}
         noise = {k: v.to(device) for k, v in round_noise(reqs, plan).items()}
-        vmap_steps(target, plan, params, consts, noise, x, y, rows, weights)
+        ibp = ibp_spec(target, reqs[0].problem) if fast else None
+        if ibp is not None:
+            ibp_steps(target, ibp, plan.active, params, consts, noise, x, y, rows, weights)
+        else:
+            vmap_steps(target, plan, params, consts, noise, x, y, rows, weights)
     out: list[State] = [{}] * len(reqs)
     for col, i in enumerate(plan.order):  # copies: a view would drag every client's weights along
         out[i] = {k: v[col].to("cpu", copy=True) for k, v in params.items()}
     return out
+
+
+def hand_written(target: Target, problem: LocalProblem) -> bool:
+    """Whether a hand-written step (no vmap) trains this target's problem."""
+    return mlp_layers(target, problem) is not None or ibp_spec(target, problem) is not None
 
 
 def vmap_steps(target: Target, plan: StepPlan, params: State, consts: State, noise: State,

@@ -22,8 +22,12 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 
 from fedattack.federation.executor_plugins._evaluate import evaluate_clients
-from fedattack.federation.executor_plugins._mlp_fast import mlp_layers
-from fedattack.federation.executor_plugins._stacked import TrainRequest, signature, train_stacked
+from fedattack.federation.executor_plugins._stacked import (
+    TrainRequest,
+    hand_written,
+    signature,
+    train_stacked,
+)
 from fedattack.federation.executors import EXECUTORS, ClientJob, SequentialExecutor, sealed
 from fedattack.registry import UserError
 from fedattack.target import LocalData, State, Target
@@ -74,7 +78,7 @@ class BatchedExecutor:
     def _chunks(self, requests: list[TrainRequest], members: list[int]) -> list[list[int]]:
         """Split one stackable group into near-equal chunks (see CPU_MLP_GROUP and cpu_workers)."""
         first = requests[members[0]]
-        fast = self.fast and mlp_layers(first.target, first.problem) is not None
+        fast = self.fast and hand_written(first.target, first.problem)
         cap = self.group_size or (CPU_MLP_GROUP if fast and self.device.type == "cpu" else len(members))
         parts = max(math.ceil(len(members) / cap), min(self.cpu_workers() if fast else 1, len(members)))
         size = math.ceil(len(members) / parts)
@@ -90,13 +94,13 @@ class BatchedExecutor:
         products barely gain from intra-op threads, and torch releases the GIL inside each op."""
         def train(chunk: list[int]) -> list[State]:
             reqs = [requests[i] for i in chunk]
-            if len(reqs) == 1 and not (self.fast and mlp_layers(reqs[0].target, reqs[0].problem)):
+            if len(reqs) == 1 and not (self.fast and hand_written(reqs[0].target, reqs[0].problem)):
                 r = reqs[0]
                 return [sequential_train(r.target, r.problem, r.data, r.ctx)]
             return train_stacked(reqs, self.device, self.fast)
 
-        # only the hand-written MLP step runs threaded; vmap's transforms stay on one thread
-        all_fast = self.fast and all(mlp_layers(requests[c[0]].target, requests[c[0]].problem)
+        # only the hand-written steps run threaded; vmap's transforms stay on one thread
+        all_fast = self.fast and all(hand_written(requests[c[0]].target, requests[c[0]].problem)
                                      for c in chunks)
         workers = min(self.cpu_workers(), len(chunks)) if all_fast else 1
         if workers < 2:

@@ -1,0 +1,120 @@
+"""WAFFLe's hand-written batched step (`executor_plugins/_ibp_fast.py`) computes the same
+gradients as autograd on `local_loss`, trains the same federation as the vmap path and the
+sequential executor under both recipes, and is deterministic whatever the grouping of clients."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from fedattack import optim
+from fedattack.data import load_dataset
+from fedattack.data.partition import make_partition
+from fedattack.federation.executor_plugins._ibp_fast import ibp_spec, ibp_step
+from fedattack.federation.executor_plugins.batched import BatchedExecutor
+from fedattack.federation.executors import ClientJob, Executor, make_executor
+from fedattack.federation.loop import client_data
+from fedattack.models.ibp_grad import SelectionNoise
+from fedattack.target import ClientContext, LocalData, Recipe, State, Target
+from fedattack.training import Batch, sequential_train
+from tests.conftest import build
+
+RECIPE = Recipe(epochs=3, batch_size=8, lr=0.1)
+HYPERS = [{},  # literal: SGD, constant temperature, no fine-tuning
+          {"kl_b": "bernoulli", "selection_lr_scale": 9.0},
+          {"recipe": "ibp-wf", "temperature_start": 5.0},  # Adam, annealing, fine-tuning
+          {"recipe": "ibp-wf", "optimizer": "adam-selection", "temperature_clock": "round"}]
+
+
+def _datas() -> list[LocalData]:
+    dataset = load_dataset("digits")
+    partition = make_partition("shards", dataset.y_train.numpy(), 4, 0, "digits")
+    datas = [client_data(dataset, partition, k) for k in range(4)]
+    for k, d in enumerate(datas):  # uneven step counts and short last batches
+        d.x_train, d.y_train = d.x_train[:21 + 13 * k], d.y_train[:21 + 13 * k]
+    return datas
+
+
+def _problems(target: Target, datas: list[LocalData]) -> list:  # type: ignore[type-arg]
+    server = target.init_server(torch.Generator().manual_seed(0))
+    problems = [target.start_local(server, {}, d) for d in datas]
+    for k, p in enumerate(problems):  # clients far apart in their selections and sticks
+        gen = torch.Generator().manual_seed(k)
+        for name in p.params:
+            if not name.startswith("fc1.W"):
+                p.params[name] = p.params[name] + torch.randn(p.params[name].shape, generator=gen)
+        if "waffle.steps" in p.consts:
+            p.consts["waffle.steps"] = torch.tensor(7.0 * k)
+    return problems
+
+
+@pytest.mark.parametrize("hyper", HYPERS)
+@pytest.mark.parametrize("phase", ["variational", "fine-tuning"])
+def test_hand_written_gradients_equal_autograd_in_double(hyper: dict[str, object], phase: str) -> None:
+    """In float64, so the comparison sees a wrong term, not rounding: every parameter's
+    gradient (SGD at lr 1 in the fused step: the update is minus the gradient)."""
+    target = build("waffle-ibp", dict(hyper), recipe=RECIPE)
+    datas = _datas()
+    problems = _problems(target, datas)
+    spec = ibp_spec(target, problems[0])
+    assert spec is not None  # the fused step is what trains this target
+    step = 0 if phase == "variational" else int(problems[0].consts.get("finetune_from", 0)) + 1
+    gen = torch.Generator().manual_seed(3)
+    noise = [{k: torch.rand(s, generator=gen, dtype=torch.float64) for k, s in
+              target.noise_shapes(p).items()} for p in problems]
+    batches = [Batch(d.x_train[:8].double(), d.y_train[:8], torch.full((8,), 1 / 8, dtype=torch.float64))
+               for d in datas]
+    expected = []
+    for p, n, b in zip(problems, noise, batches):
+        params = {k: v.double().requires_grad_(True) for k, v in p.params.items()}
+        loss = target.local_loss(params, p.consts, b, n, torch.tensor(step))
+        expected.append(dict(zip(params, torch.autograd.grad(loss, list(params.values())))))
+    stacked = {k: torch.stack([p.params[k] for p in problems]).double() for k in problems[0].params}
+    before = {k: v.clone() for k, v in stacked.items()}
+    consts = {k: torch.stack([p.consts[k] for p in problems]) for k in problems[0].consts}
+    layer_noise = {layer: SelectionNoise.of(torch.stack([n[f"{layer}.u_b"] for n in noise]),
+                                            torch.stack([n[f"{layer}.u_v"] for n in noise]))
+                   for layer in spec.alpha}
+    x = target.normalized(torch.stack([b.x for b in batches])).flatten(2)
+    grads = ibp_step(spec, stacked, consts, x, torch.stack([b.y for b in batches]),
+                     torch.stack([b.w for b in batches]),
+                     {layer: (d.log_u, d.log_1mu, d.log_1mu_v) for layer, d in layer_noise.items()},
+                     step, {k: optim.SGD(1.0) for k in stacked})
+    for k in stacked:
+        got = grads[k] if k in grads else before[k] - stacked[k]
+        want = torch.stack([e[k] for e in expected])
+        assert want.abs().max() > 0, k
+        torch.testing.assert_close(got, want, atol=1e-10, rtol=1e-8, msg=k)
+
+
+def _train(executor: Executor, target: Target, rounds: int = 2) -> list[State]:
+    datas = _datas()
+    server = target.init_server(torch.Generator().manual_seed(0))
+    private: list[State] = [{} for _ in datas]
+    for rnd in range(1, rounds + 1):
+        jobs = [ClientJob(k, server, private[k], d, ClientContext(rnd, k, 3, sequential_train))
+                for k, d in enumerate(datas)]
+        out = executor.run(target, jobs)
+        private = [p for _, p in out]
+    return [{**up, **priv} for up, priv in out]
+
+
+@pytest.mark.parametrize("hyper", HYPERS[::2])
+def test_fused_federation_equals_vmap_path_and_sequential(hyper: dict[str, object]) -> None:
+    target = build("waffle-ibp", dict(hyper), recipe=RECIPE)
+    fused = _train(BatchedExecutor(), target)
+    for other in (BatchedExecutor(fast=False), make_executor("sequential")):
+        for a, b in zip(fused, _train(other, target)):
+            for k in a:
+                torch.testing.assert_close(a[k], b[k], atol=1e-5, rtol=1e-4, msg=k)
+
+
+def test_fused_step_is_deterministic_and_independent_of_grouping() -> None:
+    """Bit for bit across runs and whether clients train in one stack or in groups (as they
+    do side by side in threads when torch has two)."""
+    target = build("waffle-ibp", {"recipe": "ibp-wf", "temperature_start": 5.0}, recipe=RECIPE)
+    runs = [_train(BatchedExecutor(), target, rounds=1), _train(BatchedExecutor(), target, rounds=1),
+            _train(BatchedExecutor(group_size=2), target, rounds=1)]
+    for other in runs[1:]:
+        for a, b in zip(runs[0], other):
+            assert all(torch.equal(a[k], b[k]) for k in a)
