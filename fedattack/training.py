@@ -66,14 +66,28 @@ def sequential_train(target: Any, problem: Any, data: Any, ctx: Any) -> State:
     for step, idx in enumerate(steps):
         batch = Batch(data.x_train[idx], data.y_train[idx], torch.full((len(idx),), 1.0 / len(idx)))
         noise = draw_noise(shapes, noise_gen)
-        loss = target.local_loss(params, problem.consts, batch, noise, torch.tensor(step))
-        grads = torch.autograd.grad(loss, list(params.values()), allow_unused=True)
+        grads = local_gradients(target, params, problem.consts, batch, noise, torch.tensor(step), ctx)
         params = {
             k: (optim.step(opts[k], p.detach(), g, states[k], step + 1) if g is not None else p)
             .detach().requires_grad_(True)
             for (k, p), g in zip(params.items(), grads)
         }
     return {k: v.detach() for k, v in params.items()}
+
+
+def local_gradients(target: Any, params: State, consts: State, batch: Batch, noise: State,
+                    step: torch.Tensor, ctx: Any) -> tuple[torch.Tensor | None, ...]:
+    """One step's gradient of every local parameter (None: unused by the loss).
+
+    A target may compute it itself (`private_gradients`: a defence that trains differently, such
+    as DP-SGD's per-sample clipping and noise); such a target is not batchable, so this loop is
+    the only one that trains it.
+    """
+    private = getattr(target, "private_gradients", None)
+    if private is not None:
+        return tuple(private(params, consts, batch, noise, step, ctx))
+    loss = target.local_loss(params, consts, batch, noise, step)
+    return torch.autograd.grad(loss, list(params.values()), allow_unused=True)
 
 
 def minibatches(n: int, epochs: int, batch_size: int, gen: torch.Generator) -> Iterator[torch.Tensor]:

@@ -67,3 +67,23 @@ def epsilon_every_message(sigma_each: float, rounds: int, delta: float) -> float
 def finite(value: float) -> float | None:
     """JSON has no infinity: an unbounded epsilon is recorded as null."""
     return value if math.isfinite(value) else None
+
+
+def epsilon_dp_sgd(sigma: float, batch: int, size: int, epochs: int, delta: float,
+                   amplified: bool) -> float:
+    """Sample-level epsilon of a client's local DP-SGD over `epochs` passes over `size` samples.
+
+    Each pass visits every sample once, in one batch of `batch` (shuffled epochs). Without
+    amplification (`amplified` False) that is, per pass, one Gaussian mechanism on the sample's
+    batch (replace-one, sensitivity 2C: multiplier sigma / 2), the other batches not seeing it:
+    a valid bound for shuffling. `amplified` treats every step as an independent fixed-size
+    sample of `batch` out of `size` (the usual DP-SGD figure; shuffling is not that, Chua et al.
+    2024), composed over all steps.
+    """
+    dp = _dp()
+    accountant = dp.rdp.RdpAccountant(ORDERS, dp.NeighboringRelation.REPLACE_ONE)
+    if not amplified or batch >= size:
+        return float(accountant.compose(dp.GaussianDpEvent(sigma / 2), epochs).get_epsilon(delta))
+    steps = epochs * math.ceil(size / batch)
+    event = dp.SampledWithoutReplacementDpEvent(size, batch, dp.GaussianDpEvent(sigma / 2))
+    return float(accountant.compose(event, steps).get_epsilon(delta))

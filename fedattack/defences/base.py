@@ -10,7 +10,10 @@ refuse, in one line, a method it cannot compose with); `hides_uplinks` says that
 uplink no longer decodes to a client's model (masked uplinks), so the wrapped method's `decode`
 answers None; `sums_unweighted` says that its server side uses the plain, unweighted sum of
 the uplinks (so a secure aggregation around it must not weight them); `accounting()` is what
-the manifest records beside the settings (a DP epsilon).
+the manifest records beside the settings (a DP epsilon). A defence that changes local training
+itself (`trains_locally`, DP-SGD) computes each local step's gradients in `local_gradients`;
+the method it wraps is then trained client by client (`batchable` False) through the
+sequential loop's hook (`fedattack.training.local_gradients`).
 Randomness comes from generators keyed by (seed, defence, round, client), so a defended
 federation is as reproducible as an undefended one.
 
@@ -49,6 +52,7 @@ class Defence:
     Settings: ClassVar[type] = NoSettings
     hides_uplinks: ClassVar[bool] = False
     sums_unweighted: ClassVar[bool] = False  # its server side uses the plain sum (DP-FedAvg)
+    trains_locally: ClassVar[bool] = False  # it computes the local steps' gradients (DP-SGD)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -67,6 +71,11 @@ class Defence:
 
     def on_receive(self, uplinks: list[Message], rnd: int, gen: torch.Generator) -> list[Message]:
         return uplinks
+
+    def local_gradients(self, target: Target, params: State, consts: State, batch: Any, noise: State,
+                        step: torch.Tensor, ctx: ClientContext) -> list[torch.Tensor | None]:
+        """One local step's gradients (only for a defence that `trains_locally`)."""
+        raise NotImplementedError
 
     def client_generator(self, ctx: ClientContext) -> torch.Generator:
         """This defence's own random stream for one client's round."""
@@ -112,6 +121,17 @@ class _Defended:
         return super().decode(down, up)  # type: ignore[misc]  # the method's own
 
 
+class _DefendedTraining(_Defended):
+    """A defence computes the local steps' gradients, so only the sequential loop may train it."""
+
+    batchable = False
+
+    def private_gradients(self, params: State, consts: State, batch: Any, noise: State,
+                          step: torch.Tensor, ctx: ClientContext) -> list[torch.Tensor | None]:
+        trainer = next(d for d in self.defences if d.trains_locally)
+        return trainer.local_gradients(self, params, consts, batch, noise, step, ctx)  # type: ignore[arg-type]
+
+
 def make_target(method: str, hyper: Mapping[str, Any], ctx: TargetContext,
                 defences: Sequence[Mapping[str, Any]] = ()) -> Target:
     """Method `method` with hyperparameters `hyper`, wrapped in `defences` (innermost first)."""
@@ -119,7 +139,11 @@ def make_target(method: str, hyper: Mapping[str, Any], ctx: TargetContext,
     built = [build_defence(d, ctx) for d in defences]
     if not built:
         return cls(cls.make_hyper(hyper), ctx)
-    wrapped = type(f"Defended{cls.__name__}", (_Defended, cls), {"__module__": __name__})
+    local = [d.name for d in built if d.trains_locally]
+    if len(local) > 1:
+        raise UserError(f"{' and '.join(local)} both train the clients; choose one")
+    mixin = _DefendedTraining if local else _Defended
+    wrapped = type(f"Defended{cls.__name__}", (mixin, cls), {"__module__": __name__})
     target = wrapped(cls.make_hyper(hyper), ctx)
     target.defences = built
     for defence in built:
