@@ -73,16 +73,39 @@ def test_accuracy(run: Path, data_root: Path | None) -> tuple[float, float]:
     return 100.0 * float(correct), float(fed.manifest["utility"]["mean"])
 
 
+def wire_differences(a: Path, b: Path) -> list[str]:
+    """Round by round, the largest |difference| between the two runs' downlinks and uplinks."""
+    from fedattack.federation.rundir import Federation
+    fa, fb = Federation(a), Federation(b)
+    msgs = [{(m.round, m.kind, m.client): m.payload for m in f.transcript().load()} for f in (fa, fb)]
+    lines = ["| round | max abs diff, downlinks | max abs diff, uplinks | bit-identical uplinks |",
+             "| --- | --- | --- | --- |"]
+    for rnd in sorted({k[0] for k in msgs[0]} & {k[0] for k in msgs[1]}):
+        row = []
+        for kind in ("downlink", "uplink"):
+            keys = [k for k in msgs[0] if k[0] == rnd and k[1] == kind and k in msgs[1]]
+            diffs = [float((msgs[0][k][n] - msgs[1][k][n]).abs().max()) for k in keys for n in msgs[0][k]]
+            same = sum(all(torch.equal(msgs[0][k][n], msgs[1][k][n]) for n in msgs[0][k]) for k in keys)
+            row.append((max(diffs, default=float("nan")), f"{same}/{len(keys)}"))
+        lines.append(f"| {rnd} | {row[0][0]:.3g} | {row[1][0]:.3g} | {row[1][1]} |")
+    final = max(float((t - fb.server_state()[n]).abs().max()) for n, t in fa.server_state().items())
+    return [*lines, f"\nfinal server models: max abs diff {final:.3g}"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("results", nargs=2, type=Path)
+    parser.add_argument("results", nargs="*", type=Path)
     parser.add_argument("--runs", nargs=2, type=Path)
     parser.add_argument("--data-root", type=Path, default=None, help="default: $FEDATTACK_DATA")
+    parser.add_argument("--wire", action="store_true", help="compare the --runs' messages round by round")
     parser.add_argument("--names", nargs=2, default=("fedattack", "Flower"))
     args = parser.parse_args()
     names = (args.names[0], args.names[1])
-    print("\n".join(attack_table(args.results[0], args.results[1], names)))
-    if args.runs:
+    if len(args.results) == 2:
+        print("\n".join(attack_table(args.results[0], args.results[1], names)))
+    if args.runs and args.wire:
+        print("\n".join(wire_differences(*args.runs)))
+    if args.runs and not args.wire:
         print("\n| federation | test-split accuracy (%) | mean local test accuracy (%) |\n| --- | --- | --- |")
         for name, run in zip(names, args.runs):
             whole, local = test_accuracy(run, args.data_root)

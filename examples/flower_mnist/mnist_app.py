@@ -40,7 +40,7 @@ def train(msg: Message, context: Context) -> Message:
     return Message(RecordDict({"arrays": ArrayRecord(model.state_dict()), "metrics": metrics}), reply_to=msg)
 
 
-def server_app(out: str | Path, overwrite: bool = False) -> ServerApp:
+def server_app(out: str | Path, overwrite: bool = False, rounds: int = task.ROUNDS) -> ServerApp:
     app = ServerApp()
 
     @app.main()
@@ -52,7 +52,7 @@ def server_app(out: str | Path, overwrite: bool = False) -> ServerApp:
                             data_root=root or None, source="flower", overwrite=overwrite)
         strategy = RecordingStrategy(FedAvg(fraction_train=1.0, fraction_evaluate=0.0), recorder)
         start = ArrayRecord(task.initial_state(os.environ.get(MIMIC_ENV) == "1"))
-        result = strategy.start(grid=grid, initial_arrays=start, num_rounds=task.ROUNDS)
+        result = strategy.start(grid=grid, initial_arrays=start, num_rounds=rounds)
         recorder.close(server=result.arrays.to_torch_state_dict())
 
     return app

@@ -21,7 +21,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 
-def simulate(out: Path, data_root: Path | None = None, overwrite: bool = False, mimic: bool = False) -> Path:
+def simulate(out: Path, data_root: Path | None = None, overwrite: bool = False, mimic: bool = False,
+             rounds: int | None = None) -> Path:
     """Run the app on one simulated node per client; the recorder writes `out` when training ends."""
     if data_root is not None:
         os.environ["FEDATTACK_DATA"] = str(data_root)  # the simulated clients read it from there
@@ -33,7 +34,8 @@ def simulate(out: Path, data_root: Path | None = None, overwrite: bool = False, 
 
     backend: Any = {"client_resources": {"num_cpus": 1, "num_gpus": 0.0},
                     "init_args": {"num_cpus": 1, "include_dashboard": False}}  # one client at a time
-    run_simulation(server_app=mnist_app.server_app(out, overwrite), client_app=mnist_app.client_app,
+    server = mnist_app.server_app(out, overwrite, rounds or mnist_task.ROUNDS)
+    run_simulation(server_app=server, client_app=mnist_app.client_app,
                    num_supernodes=mnist_task.CLIENTS, backend_config=backend)
     if not (out / "federation.json").is_file():
         raise SystemExit(f"the Flower run did not finish; {out} was not written (see Flower's log above)")
@@ -47,7 +49,8 @@ if __name__ == "__main__":
     parser.add_argument("--overwrite", action="store_true")
     parser.add_argument("--mimic", action="store_true",
                         help="fedattack's initial weights and batch order (to compare bit for bit)")
+    parser.add_argument("--rounds", type=int, default=None, help="default: mnist_task.ROUNDS (15)")
     args = parser.parse_args()
     started = time.perf_counter()
-    print(simulate(args.out, args.data_root, args.overwrite, args.mimic))
+    print(simulate(args.out, args.data_root, args.overwrite, args.mimic, args.rounds))
     print(f"wall time {time.perf_counter() - started:.1f} s")
