@@ -190,7 +190,7 @@ def read_run(folder: Path, strict: bool = True) -> RunInfo | None:
                        partition=_partition_name(manifest.get("partition", spec["partition"]), spec),
                        seed=int(spec.get("seed", 0)), utility=utility, path=folder,
                        classes=[str(c) for c in (manifest.get("dataset") or {}).get("classes", [])],
-                       variant=variant_of(spec["method"], spec.get("hyper")),
+                       variant=variant_of(spec["method"], spec.get("hyper"), manifest.get("source")),
                        recipe=dict(spec.get("recipe") or {}),
                        partition_options=_partition_options(manifest.get("partition"), spec))
     except (OSError, ValueError, KeyError, TypeError):
@@ -205,17 +205,21 @@ def without_variant(label: str) -> str:
     return label.split(VARIANT_OPEN)[0]
 
 
-def variant_of(method: str, hyper: Any) -> str:
-    """The hyperparameters a run set away from its method's defaults (as the method parses them)."""
+def variant_of(method: str, hyper: Any, source: Any = None) -> str:
+    """The hyperparameters a run set away from its method's defaults (as the method parses them),
+    and the framework a recorded run was trained with, so that it is never pooled with
+    fedattack's own training of the same method (fedattack.interop's `source.framework`)."""
+    framework = source.get("framework") if isinstance(source, dict) else None
+    recorded = f"recorded from {framework}" if isinstance(framework, str) and framework else ""
     if not isinstance(hyper, dict) or not hyper:
-        return ""
+        return recorded
     try:
         cls = TARGETS.get(method)
         chosen, default = asdict(cls.make_hyper(hyper)), asdict(cls.make_hyper({}))
         changed = {k: v for k, v in chosen.items() if v != default.get(k)}
     except (UserError, TypeError, ValueError):  # a method or setting unknown here: show what was set
         changed = dict(hyper)
-    return ", ".join(f"{k}={v}" for k, v in sorted(changed.items()))
+    return ", ".join([*(f"{k}={v}" for k, v in sorted(changed.items())), *filter(None, [recorded])])
 
 
 def _history_metrics(folder: Path) -> dict[str, float]:

@@ -212,3 +212,12 @@ def test_client_test_indices_give_local_utility_and_a_dropped_recorder_leaves_no
     del rec
     gc.collect()
     assert not staging.exists() and not (tmp_path / "dropped").exists()
+
+
+def test_a_report_keeps_a_recorded_run_apart_from_fedattacks_own_training(recorded: Path) -> None:
+    """Same method, same data: a report must put the two side by side, never average them."""
+    from fedattack.reports.collect import read_run, variant_of
+    info = read_run(recorded)
+    assert info is not None and info.label == "fedavg [recorded from pytorch]"
+    assert variant_of("fedavg", {}) == "" and variant_of("fedprox", {"mu": 0.5}, {"framework": "flower"}) == (
+        "mu=0.5, recorded from flower")
