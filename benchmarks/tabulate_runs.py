@@ -30,12 +30,17 @@ import torch
 SETTING_KEYS = ("method", "dataset", "partition", "rounds", "normalize")
 
 
-def load(run: Path) -> dict[str, Any]:
-    """The figures of one run directory, flat."""
+def load(run: Path, at_round: int | None = None) -> dict[str, Any]:
+    """The figures of one run directory, flat (accuracies of round `at_round` if given)."""
     manifest = json.loads((run / "federation.json").read_text())
     metrics = json.loads((run / "metrics.json").read_text())
     spec = manifest["spec"]
     final = metrics["final"]
+    if at_round is not None:
+        from fedattack.metrics import utility_summary
+        groups = json.loads((run / "partition.json").read_text()).get("groups", [])
+        accs = next(r["accuracy"] for r in metrics["rounds"] if r["round"] == at_round)
+        final = utility_summary(accs, groups)
     last3 = [_mean(r["accuracy"]) for r in metrics["rounds"][-3:]]
     row: dict[str, Any] = {"run": run.name, "seed": spec.get("seed", 0), "seconds": manifest.get("seconds"),
                            "setting": setting(spec), "mean": final["mean"], "last3": statistics.fmean(last3),
@@ -163,6 +168,7 @@ def main() -> None:
     parser.add_argument("--experiment", type=Path, help="with --out: its runs, in the file's order")
     parser.add_argument("--out", type=Path, help="the experiment's output folder")
     parser.add_argument("--by-setting", action="store_true", help="pool seeds: mean ± std per setting")
+    parser.add_argument("--at-round", type=int, help="accuracies of this evaluated round, not the last")
     parser.add_argument("--client", type=int, help="one client's best / last evaluated accuracy per run "
                                                    "(WAFFLE's Alice is client 0)")
     args = parser.parse_args()
@@ -176,7 +182,7 @@ def main() -> None:
     if args.client is not None:
         print(one_client(runs, args.client))
         return
-    rows = [load(r) for r in runs]
+    rows = [load(r, args.at_round) for r in runs]
     print(by_setting(rows) if args.by_setting else per_run(rows))
 
 
