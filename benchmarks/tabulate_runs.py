@@ -7,6 +7,7 @@ that page is printed by this script from the runs' own `federation.json` and `me
     python benchmarks/tabulate_runs.py RUN_DIR...            # one row per run
     python benchmarks/tabulate_runs.py --by-setting RUN_DIR...  # mean ± std over seeds
     python benchmarks/tabulate_runs.py --by-setting --experiment E.toml --out DIR  # its runs, in order
+    python benchmarks/tabulate_runs.py --client 0 RUN_DIR...  # one client's best / last accuracy
 
 Columns: round-final mean local test accuracy, the multimodal majority / minority / gap, the
 mean over the last three evaluated rounds, WAFFLe's selection health from the manifest's
@@ -29,12 +30,17 @@ import torch
 SETTING_KEYS = ("method", "dataset", "partition", "rounds", "normalize")
 
 
-def load(run: Path) -> dict[str, Any]:
-    """The figures of one run directory, flat."""
+def load(run: Path, at_round: int | None = None) -> dict[str, Any]:
+    """The figures of one run directory, flat (accuracies of round `at_round` if given)."""
     manifest = json.loads((run / "federation.json").read_text())
     metrics = json.loads((run / "metrics.json").read_text())
     spec = manifest["spec"]
     final = metrics["final"]
+    if at_round is not None:
+        from fedattack.metrics import utility_summary
+        groups = json.loads((run / "partition.json").read_text()).get("groups", [])
+        accs = next(r["accuracy"] for r in metrics["rounds"] if r["round"] == at_round)
+        final = utility_summary(accs, groups)
     last3 = [_mean(r["accuracy"]) for r in metrics["rounds"][-3:]]
     row: dict[str, Any] = {"run": run.name, "seed": spec.get("seed", 0), "seconds": manifest.get("seconds"),
                            "setting": setting(spec), "mean": final["mean"], "last3": statistics.fmean(last3),
@@ -135,6 +141,20 @@ def by_setting(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def one_client(runs: list[Path], client: int) -> str:
+    """Per run: the client's accuracy at its best evaluated round and at the last, and when."""
+    lines = ["| run | hyperparameters | best (round) | last | diverged |", "|---|---|---|---|---|"]
+    for run in runs:
+        manifest = json.loads((run / "federation.json").read_text())
+        hist = [(r["round"], r["accuracy"][client]) for r in
+                json.loads((run / "metrics.json").read_text())["rounds"]]
+        best = max(hist, key=lambda h: -1.0 if h[1] is None else h[1])
+        hyper = ", ".join(f"{k}={v}" for k, v in manifest["spec"].get("hyper", {}).items())
+        lines.append(f"| {run.name} | {hyper} | {100 * best[1]:.1f} ({best[0]}) | {100 * hist[-1][1]:.1f} | "
+                     f"{'yes' if manifest.get('diverged') else 'no'} |")
+    return "\n".join(lines)
+
+
 def _pm(values: list[Any], digits: int = 2) -> str:
     vals = [float(v) for v in values if v is not None]
     if not vals:
@@ -148,6 +168,9 @@ def main() -> None:
     parser.add_argument("--experiment", type=Path, help="with --out: its runs, in the file's order")
     parser.add_argument("--out", type=Path, help="the experiment's output folder")
     parser.add_argument("--by-setting", action="store_true", help="pool seeds: mean ± std per setting")
+    parser.add_argument("--at-round", type=int, help="accuracies of this evaluated round, not the last")
+    parser.add_argument("--client", type=int, help="one client's best / last evaluated accuracy per run "
+                                                   "(WAFFLE's Alice is client 0)")
     args = parser.parse_args()
     runs = list(args.runs)
     if args.experiment is not None:
@@ -155,7 +178,11 @@ def main() -> None:
         from fedattack.experiments.runner import run_dir
         from fedattack.experiments.spec import load as load_experiment
         runs += [run_dir(args.out, f) for f in plan(load_experiment(args.experiment)).federations]
-    rows = [load(r) for r in runs if (r / "federation.json").exists()]
+    runs = [r for r in runs if (r / "federation.json").exists()]
+    if args.client is not None:
+        print(one_client(runs, args.client))
+        return
+    rows = [load(r, args.at_round) for r in runs]
     print(by_setting(rows) if args.by_setting else per_run(rows))
 
 
