@@ -88,6 +88,8 @@ def describe_os_error(exc: OSError) -> str:
              errno.EDQUOT: "the disk quota is used up; free some space or write somewhere else",
              errno.EROFS: "the file system is read-only; write somewhere else",
              errno.EACCES: "permission denied; choose a folder you may write to",
-             errno.EPERM: "operation not permitted; choose a folder you may write to"}
+             errno.EPERM: "operation not permitted; choose a folder you may write to",
+             errno.ENOTDIR: "a part of the path is a file, not a folder; choose another path",
+             errno.EEXIST: "something is already there (a file where a folder is needed?); choose another path"}
     reason = fixes.get(exc.errno or -1, f"{exc.strerror or exc}; check the path and try again")
     return f"{reason}{where}"

@@ -59,7 +59,7 @@ class EvaluationSpec:
                 _int(value, name, least)
         _int(self.max_queries, "max_queries", 1)
         _int(self.nonmembers, "nonmembers", 0)
-        _int(self.seed, "seed", None)
+        _int(self.seed, "seed", 0)
         if not isinstance(self.executor, str) or not self.executor:
             raise UserError("executor must be an executor's name, e.g. sequential")
         bad = [k for k, v in self.settings.items() if not isinstance(k, str) or not isinstance(v, SCALARS)]
@@ -97,6 +97,9 @@ def _victim(victim: int | str) -> None:
 
 
 def _int(value: Any, name: str, least: int | None) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or (least is not None and value < least):
+    """A seed or a size: numpy and torch take them as 64-bit integers (a negative seed or a huge
+    size failed inside them with a traceback)."""
+    if (isinstance(value, bool) or not isinstance(value, int) or (least is not None and value < least)
+            or value >= 2**63):
         floor = f" of at least {least}" if least is not None else ""
-        raise UserError(f"{name.replace('_', '-')} must be an integer{floor}, not {value!r}")
+        raise UserError(f"{name.replace('_', '-')} must be an integer{floor} and below 2^63, not {value!r}")

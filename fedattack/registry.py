@@ -101,7 +101,9 @@ def _import_all(package: str) -> None:
 _LOADED_PLUGINS: set[Any] = set()
 
 
-def _plugin_error(exc: Exception) -> str:
+def _plugin_error(exc: BaseException) -> str:
+    if isinstance(exc, SystemExit):  # a script's `sys.exit()` ended the command with exit 0 and no word
+        return f"it called sys.exit({exc.code!r}); a plugin file only defines and registers"
     if isinstance(exc, SyntaxError):
         return f"SyntaxError at line {exc.lineno}: {exc.msg}"
     first = (str(exc).strip().splitlines() or [""])[0][:200]
@@ -127,7 +129,7 @@ def load_plugin_file(path: str) -> None:
     sys.modules[spec.name] = module
     try:
         spec.loader.exec_module(module)
-    except Exception as exc:  # noqa: BLE001 - a user's file: report it in one line, whatever it raised
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - a user's file: one line, whatever it raised
         del sys.modules[spec.name]
         _LOADED_PLUGINS.discard(file.resolve())
         raise UserError(f"plugin file {path} failed to load: {_plugin_error(exc)}; fix the file") from None

@@ -151,11 +151,21 @@ def _malformed(fields: dict[str, Any]) -> str | None:
         kind = _FIELD_TYPES[key]
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
             return f"{key!r} is not {getattr(kind, '__name__', 'a number')}"
+    if fields["victim"] < 0 or not fields["attack"] or not fields["threat_model"]:
+        return "a negative victim or an empty attack or threat model name"
+    curves = fields.get("curves", {}).values()
+    if not all(isinstance(c, list) and all(v is None or _number(v) for v in c) for c in curves):
+        return "a curve is not a list of numbers"
     numbers = [*fields.get("metrics", {}).values(),
                *(v for b in fields.get("baselines", {}).values() if isinstance(b, dict) for v in b.values())]
-    if any(v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))) for v in numbers):
+    if any(v is not None and not _number(v) for v in numbers):
         return "a metric is not a number"
     for rel in fields.get("artifacts", {}).values():
         if not isinstance(rel, str) or rel.startswith(("/", "\\")) or ".." in Path(rel).parts:
             return f"the artifact path {rel!r} leaves the result's folder"
     return None
+
+
+def _number(v: object) -> bool:
+    """A JSON number (NaN included: attacks write it for a metric that is undefined)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool)

@@ -275,10 +275,16 @@ class Target:
         return build_dataclass(cls.Hyper, overrides, f"method {cls.name}")
 
 
+INT_LIMIT = 2**63  # counts and seeds end up in C integers (torch, numpy, tqdm): larger ones overflow there
+
+
 def require_int(name: str, value: object, least: int = 0) -> None:
-    """Refuse, in one line naming the setting and the value written, a non-integer or a small one."""
+    """Refuse, in one line naming the setting and the value written, a non-integer, a small one,
+    or one too large for the libraries it is handed to."""
     if not isinstance(value, int) or isinstance(value, bool) or value < least:
         raise UserError(f"{name}={value!r} must be an integer of at least {least}")
+    if value >= INT_LIMIT:
+        raise UserError(f"{name}={value!r} must be below 2^63")
 
 
 def require_number(name: str, value: object, positive: bool = False, at_most: float | None = None) -> None:

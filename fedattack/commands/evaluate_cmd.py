@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -13,7 +13,11 @@ import click
 
 from fedattack.commands.options import data_root_option, parse_pairs
 from fedattack.evaluation import EvaluationSpec
+from fedattack.jsonfile import read_json
 from fedattack.registry import UserError, load_plugin_file
+from fedattack.results import RESULT_SCHEMA
+
+SUMMARY_SCHEMA = "fedattack.summary/1"  # attacks.summary's; not imported here, it loads numpy
 
 if TYPE_CHECKING:  # the command module imports no torch: `fedattack --help` stays fast
     from fedattack.federation.rundir import Federation
@@ -106,6 +110,7 @@ def evaluate_command(run_dir: str, threat_models: tuple[str, ...], attacks: tupl
                           settings=parse_pairs(options, "--set"))  # its mistakes answer before torch loads
     out_dir = Path(out) if out else Path("results") / Path(run_dir).name
     previous = claim_folder(out_dir, resume, force)
+    replaced, previous = (previous, []) if force else ([], previous)
     import torch  # here, not at the top: `fedattack --help` must not wait for torch
 
     from fedattack.attacks.evaluate import evaluate_run
@@ -118,6 +123,7 @@ def evaluate_command(run_dir: str, threat_models: tuple[str, ...], attacks: tupl
     fed = Federation(run_dir)  # opened (and every file checked) once, for the resume and the attacks
     spec = remaining(spec, fed, previous)
     written = evaluate_run(fed, spec, out_dir, data_root=data_root, progress=not quiet) if spec.victims else []
+    remove_results(p for p in replaced if p not in written)  # --force: only once the new ones are in
     every = result_files(out_dir)  # the summary covers the whole folder, old results included
     write_summary(out_dir / "summary.json", every)
     print_summary(out_dir / "summary.json")
@@ -129,31 +135,50 @@ def evaluate_command(run_dir: str, threat_models: tuple[str, ...], attacks: tupl
 
 
 def result_files(folder: Path) -> list[Path]:
-    """The AttackResult files of an evaluation folder (every JSON file but the summary)."""
+    """The AttackResult files of an evaluation folder: JSON files that say they are one.
+
+    A folder may hold the user's own JSON files too; those are not results, so they are never
+    counted, summarised or deleted by --force."""
     if not folder.is_dir():
         return []
-    return sorted(p for p in folder.glob("*.json") if p.name != "summary.json" and not p.name.startswith("."))
+    return sorted(p for p in folder.glob("*.json")
+                  if p.name != "summary.json" and not p.name.startswith(".") and _schema(p) == RESULT_SCHEMA)
+
+
+def _schema(path: Path) -> object:
+    try:
+        data = read_json(path, "", "")
+    except UserError:
+        return None
+    return data.get("schema") if isinstance(data, dict) else None
 
 
 def claim_folder(folder: Path, resume: bool, force: bool) -> list[Path]:
-    """Refuse to mix a new evaluation into old results unless asked; returns the results kept.
+    """Refuse to mix a new evaluation into old results unless asked; returns the results there.
 
-    Mixing silently gave a summary of the new results and a report of all of them."""
+    Mixing silently gave a summary of the new results and a report of all of them. --force
+    replaces the old results only once the new ones are in place (`remove_results`), so a failed
+    evaluation loses nothing."""
     if resume and force:
         raise UserError("--resume keeps the results in --out, --force replaces them: pass one")
+    summary = folder / "summary.json"
+    if summary.exists() and _schema(summary) != SUMMARY_SCHEMA:
+        raise UserError(f"{summary} is not a fedattack summary and evaluate writes its summary there; "
+                        "nothing was touched (choose another --out)")
     found = result_files(folder)
     if found and not (resume or force):
         raise UserError(f"{folder} already holds {len(found)} result(s); pass --resume to add to them "
                         "(victims already evaluated are skipped) or --force to replace them")
-    if force:
-        for path in found:
-            artifacts = path.with_suffix("")
-            if artifacts.is_dir():
-                shutil.rmtree(artifacts)
-            path.unlink()
-        (folder / "summary.json").unlink(missing_ok=True)
-        return []
     return found
+
+
+def remove_results(paths: Iterable[Path]) -> None:
+    """Delete old results (and their artifact folders) that the new evaluation did not replace."""
+    for path in paths:
+        artifacts = path.with_suffix("")
+        if artifacts.is_dir():
+            shutil.rmtree(artifacts)
+        path.unlink(missing_ok=True)
 
 
 def remaining(spec: EvaluationSpec, fed: Federation, previous: list[Path]) -> EvaluationSpec:

@@ -57,6 +57,7 @@ def run_named(name_or_file: str, out: str | None, data_root: str | None, downloa
     # 2-core machine several threads per process thrash (measured: 10x slower under load).
     torch.set_num_threads(1)
     exp = resolve(name_or_file)
+    check_attacks_and_papers(exp)
     runner = make_backend(backend, workers, address)
     folder = Path(out or Path("experiments") / exp.name)
     click.echo(f"experiment {exp.name}: {exp.description}".rstrip(": "))
@@ -67,6 +68,22 @@ def run_named(name_or_file: str, out: str | None, data_root: str | None, downloa
                f"(reused {summary.reused_runs}), ran {summary.evaluated} evaluation(s) "
                f"(reused {summary.reused_results})")
     return summary
+
+
+def check_attacks_and_papers(exp: Any) -> None:
+    """Refuse unknown attacks, threat models, attack settings and paper tables before anything
+    trains (the runner, which imports neither attacks nor reports, found them only afterwards)."""
+    from fedattack.attacks.evaluate import build_attacks, names
+    from fedattack.registry import ATTACKS, THREAT_MODELS
+    from fedattack.reports.paper_numbers import lookup
+
+    for ev in exp.evaluations:
+        for spec in ev.specs():
+            for name in names(spec.threat_models, THREAT_MODELS.names()):
+                THREAT_MODELS.get(name)
+            build_attacks(names(spec.attacks, ATTACKS.names()), spec.settings)
+    for key in exp.reproduces:
+        lookup(key)
 
 
 @click.group("experiment")

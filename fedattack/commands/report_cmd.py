@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 
@@ -31,7 +33,10 @@ def report_command(results: tuple[str, ...], out: str, papers: tuple[str, ...], 
         return
     if not results:
         raise UserError("no results given; pass result files or folders, e.g. fedattack report results/ -o report")
+    from fedattack.federation.claim import refuse_dangerous
     from fedattack.reports.build import build_report
+
+    refuse_dangerous(Path(out))  # a report's files would land among the user's own
 
     path = build_report(list(results), out, papers, title=title, figures=not no_figures, reference=reference)
     click.echo(f"report: {path}  (self-contained: {path.with_name('report.html')})")

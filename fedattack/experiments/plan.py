@@ -15,12 +15,13 @@ import json
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from fedattack.data.partition import parse_options
 from fedattack.defaults import DEFAULT_DATASET
 from fedattack.evaluation import EvaluationSpec
 from fedattack.experiments.grid import DEFENCE_SETTINGS, POINT
 from fedattack.experiments.spec import Evaluation, Experiment
 from fedattack.federation.spec import FederationSpec
-from fedattack.registry import TARGETS, UserError
+from fedattack.registry import DATASETS, TARGETS, UserError
 from fedattack.target import Recipe
 
 T = TypeVar("T")
@@ -132,9 +133,12 @@ def federation_spec(entry: dict[str, Any], method: str, partition: str, seed: in
     """The entry's federation; what it leaves out comes from the dataset's defaults, as on the CLI."""
     hyper = dict(entry.get("hyper", {}))
     TARGETS.get(method).make_hyper(hyper)  # refuse bad hyperparameters before anything trains
+    dataset = user_or_registered("dataset", str(entry.get("dataset", DEFAULT_DATASET)))
+    DATASETS.get(dataset)  # and unknown names and options, before the output folder is made
+    parse_options(partition, dict(entry.get("partition_options", {})))
     base = FederationSpec()
     return FederationSpec.for_dataset(
-        user_or_registered("dataset", str(entry.get("dataset", DEFAULT_DATASET))), method=method, hyper=hyper,
+        dataset, method=method, hyper=hyper,
         partition=partition,
         partition_options=dict(entry.get("partition_options", {})),
         num_clients=entry.get("clients", base.num_clients),

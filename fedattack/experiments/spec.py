@@ -123,6 +123,8 @@ def load(path: str | Path) -> Experiment:
         raise UserError(f"experiment file {path} does not exist; see `fedattack experiment list`") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise UserError(f"{path} is not valid TOML: {exc}") from None
+    except RecursionError:  # tomllib recurses per nested array or table
+        raise UserError(f"{path} is nested too deeply to be an experiment file") from None
     return parse(data, default_name=path.stem, source=path)
 
 

@@ -117,7 +117,10 @@ class Federation:
         verify(self.path, self.manifest["files"], deep=deep_verify)
         if deep_verify:  # the structural checks too, so a forged run is refused when opened
             self.partition()
-            self.transcript()
+            listed, recorded = len(self.transcript().index), self.manifest["recording"].get("messages")
+            if isinstance(recorded, int) and recorded != listed:
+                raise trust.refuse(self.path / "transcript" / "index.json",
+                                   f"lists {listed} messages, the manifest recorded {recorded}")
 
     @property
     def spec(self) -> FederationSpec:
@@ -145,7 +148,10 @@ class Federation:
         return Partition(meta.get("spec", {}), clients, discarded, meta.get("stats", {}))
 
     def server_state(self) -> dict[str, torch.Tensor]:
-        return load_tensors(self.path / "server.pt")
+        state = load_tensors(self.path / "server.pt")
+        for name, t in state.items():
+            trust.check_finite(self.path / "server.pt", name, t)
+        return state
 
     def private_state(self, client: int) -> dict[str, torch.Tensor]:
         self.check_client(client)

@@ -129,6 +129,14 @@ def check_payload(where: str, kind: str, payload: Mapping[str, torch.Tensor],
             raise refuse(where, f"has {name!r} of shape {list(t.shape)}, the schema says {declared[name]}")
         if not t.is_floating_point():
             raise refuse(where, f"has {name!r} of dtype {t.dtype}, not a floating-point tensor")
+        check_finite(where, name, t)
+
+
+def check_finite(where: Path | str, name: str, t: torch.Tensor) -> None:
+    """NaN or infinite weights: an attack on them measures nothing (a diverged run is refused
+    from its manifest's flag; this catches one whose files say otherwise)."""
+    if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+        raise refuse(where, f"has {name!r} holding NaN or infinite values")
 
 
 def check_partition(path: Path, parts: list[tuple[np.ndarray, np.ndarray]], discarded: np.ndarray,

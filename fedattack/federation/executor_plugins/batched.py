@@ -48,7 +48,10 @@ class BatchedExecutor:
     trainer = staticmethod(sequential_train)
 
     def __init__(self, device: str = "cpu", fast: bool = True, group_size: int | None = None) -> None:
-        self.device = torch.device(device)
+        try:
+            self.device = torch.device(device)
+        except RuntimeError:  # torch's "Invalid device string", a traceback before
+            raise UserError(f"unknown device {device!r}; use cpu or cuda[:N]") from None
         self.fast = fast  # False: vmap for every target, even where the MLP fast path applies
         self.group_size = group_size  # clients trained together at most (None: all of them)
         if self.device.type == "cuda" and not torch.cuda.is_available():
