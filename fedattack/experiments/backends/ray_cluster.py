@@ -41,9 +41,10 @@ class RayBackend(Backend):
                 options["num_cpus"] = self.workers
             try:
                 ray.init(address=self.address, **options)
-            except (ConnectionError, RuntimeError, ValueError) as exc:
-                raise UserError(f"could not start or join Ray at {self.address or 'a local instance'}: "
-                                f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+            except Exception as exc:  # Ray raises bare Exception, e.g. for a raylet that starts too slowly
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                raise UserError(f"could not start or join Ray at {self.address or 'a local instance'}: {first}"
+                                " (on a busy machine, RAY_raylet_start_wait_time_s=120 gives it longer)") from None
             self.started_here = True
         self.remote = ray.remote(num_cpus=CPUS_PER_TASK, max_retries=MAX_RETRIES)(execute)
 
