@@ -79,7 +79,7 @@ class DPSGD(Defence):
         names = list(params)
         per_sample = self._per_sample(target, {n: p.detach() for n, p in params.items()}, consts,
                                       batch, noise, step)
-        norms = torch.sqrt(sum(per_sample[n].flatten(1).double().pow(2).sum(1) for n in names))
+        norms = torch.stack([per_sample[n].flatten(1).double().pow(2).sum(1) for n in names]).sum(0).sqrt()
         scale = (s.clip_norm / norms.clamp_min(1e-12)).clamp(max=1.0).float()
         gen = generator(ctx.seed, f"defence:{self.name}", ctx.round, ctx.client, int(step))
         size = len(batch.y)
