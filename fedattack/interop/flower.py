@@ -62,8 +62,10 @@ class RecordingStrategy(Strategy):
             for node in sorted(set(self.sent) - {r.metadata.src_node_id for r in answered}):
                 if node in self.node_client:  # sent a model but did not answer: the downlink crossed anyway
                     self.recorder.record(server_round, self.node_client[node], downlink=self.sent[node])
-        except Exception:
+        except Exception as exc:
             self.recorder.abort()  # nothing half-written, whatever went wrong
+            if isinstance(exc, UserError) and "recording aborted" not in str(exc):
+                raise UserError(f"{exc} (recording aborted, nothing written)") from None
             raise
         return self.strategy.aggregate_train(server_round, replies)
 

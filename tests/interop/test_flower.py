@@ -142,3 +142,10 @@ def test_the_wrapper_names_positional_arrays_and_refuses_an_unnamed_client(tmp_p
     with pytest.raises(UserError, match="reports no 'partition-id' metric"):
         wrapped.aggregate_train(1, [reply(11, {"num-examples": 7})])  # type: ignore[list-item]
     assert not inner.aggregated and list(tmp_path.iterdir()) == [tmp_path / "ok"]
+    refusals = {"client 5 is not in the partition": reply(11, {"num-examples": 7, "partition-id": 5}),
+                "node 13, which was sent no training message": reply(13, {"num-examples": 7, "partition-id": 0})}
+    for message, bad in refusals.items():  # a client outside the partition; an uplink with no downlink
+        wrapped, inner = strategy(tmp_path / "bad")
+        with pytest.raises(UserError, match=f"{message}.*recording aborted, nothing written"):
+            wrapped.aggregate_train(1, [bad])  # type: ignore[list-item]
+        assert list(tmp_path.iterdir()) == [tmp_path / "ok"]  # no run directory, no staging folder
