@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -34,11 +35,9 @@ def report_command(results: tuple[str, ...], out: str, papers: tuple[str, ...], 
     if not results:
         raise UserError("no results given; pass result files or folders, e.g. fedattack report results/ -o report")
     from fedattack.federation.claim import refuse_dangerous
-    from fedattack.reports.build import build_report
 
     refuse_dangerous(Path(out))  # a report's files would land among the user's own
-
-    path = build_report(list(results), out, papers, title=title, figures=not no_figures, reference=reference)
+    path = write_report(list(results), Path(out), papers, title=title, figures=not no_figures, reference=reference)
     click.echo(f"report: {path}  (self-contained: {path.with_name('report.html')})")
     if not papers:
         from fedattack.reports.collect import collect
@@ -47,6 +46,20 @@ def report_command(results: tuple[str, ...], out: str, papers: tuple[str, ...], 
         if hints:
             click.echo("the papers have numbers for these results; add " + " ".join(f"--paper {k}" for k in hints)
                        + " to show them beside ours")
+
+
+def write_report(results: list[str], out: Path, papers: tuple[str, ...], **options: Any) -> Path:
+    """A new report folder is built aside and moved into place whole, so a failure (a full disk)
+    leaves no half report; an existing folder is written file by file (each file atomically), so
+    whatever else the user keeps there stays."""
+    from fedattack.atomic import staged_dir
+    from fedattack.reports.build import build_report
+
+    if out.exists():
+        return build_report(results, out, papers, **options)
+    with staged_dir(out) as tmp:
+        build_report(results, tmp, papers, **options)
+    return out / "report.md"
 
 
 COMMAND = report_command

@@ -1,0 +1,28 @@
+"""Ctrl-C and SIGTERM while a command works (issue #13), sent to the real command in a process.
+
+Each interrupted command exits 130 with one line, and leaves the user's folder exactly as it
+was: no new run or results, no staging folder or lock, an old run being replaced still whole,
+results already there untouched. The processes are started together by the session fixture
+`busy` (tests/hostile/conftest.py), which sends each its signal once it has started working.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.hostile._cli import Scene, log, refused
+
+INTERRUPTS = {  # Ctrl-C during a plain evaluate: tests/core/test_interrupts.py
+    "sigint-during-train": "train",
+    "sigterm-during-train-overwrite-keeps-the-old-run": "overwrite",
+    "sigterm-during-evaluate-resume-keeps-old-results": "resume",
+}
+
+
+@pytest.mark.parametrize("scene_name", INTERRUPTS.values(), ids=INTERRUPTS.keys())
+def test_an_interrupted_command_exits_130_and_changes_nothing(busy: dict[str, Scene], scene_name: str) -> None:
+    scene = busy[scene_name]
+    assert scene.interrupted is not None
+    log(scene.interrupted)
+    refused(scene.interrupted, "interrupted", code=130)
+    scene.ws.unchanged()
