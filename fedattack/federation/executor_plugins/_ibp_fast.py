@@ -55,16 +55,20 @@ def ibp_steps(target: Target, spec: IBPStepSpec, active: list[int], params: Stat
     draws = {layer: SelectionNoise.of(noise[f"{layer}.u_b"], noise[f"{layer}.u_v"])
              for layer in spec.alpha}
     x = target.normalized(x)  # the step reads x itself, not through forward
+    x = x.reshape(x.shape[0], -1)
+    views: dict[int, tuple[State, State, dict[str, State]]] = {}
     for s, a in enumerate(active):
+        if a not in views:  # the clients still training change rarely: slice once per prefix
+            views[a] = ({k: v[:a] for k, v in params.items()}, {k: v[:a] for k, v in consts.items()},
+                        {k: {n: t[:a] for n, t in st.items()} for k, st in states.items()})
+        p, c, st = views[a]
         r = rows[s, :a]
-        p = {k: v[:a] for k, v in params.items()}
         step_noise = {layer: (d.log_u[s, :a], d.log_1mu[s, :a], d.log_1mu_v[s, :a])
                       for layer, d in draws.items()}
-        xb = x.reshape(x.shape[0], -1).index_select(0, r.reshape(-1)).view(*r.shape, -1)
-        grads = ibp_step(spec, p, {k: v[:a] for k, v in consts.items()}, xb, y[r],
-                         weights[s, :a], step_noise, s, opts)
+        xb = x.index_select(0, r.reshape(-1)).view(*r.shape, -1)
+        grads = ibp_step(spec, p, c, xb, y[r], weights[s, :a], step_noise, s, opts)
         for k, g in grads.items():
-            optim.step_(opts[k], p[k], g, {n: t[:a] for n, t in states[k].items()}, s + 1)
+            optim.step_(opts[k], p[k], g, st[k], s + 1)
 
 
 def ibp_step(spec: IBPStepSpec, p: State, consts: State, x: torch.Tensor, y: torch.Tensor,
@@ -126,7 +130,7 @@ def _selections(spec: IBPStepSpec, p: State, consts: State,
     if isinstance(tau, torch.Tensor):
         tau = tau.unsqueeze(-1)  # (C,): one temperature per client
     dtype = p[f"{next(iter(spec.alpha))}.pi_logit"].dtype
-    k = (1.0 / consts["n_train"].to(dtype)).unsqueeze(-1)
+    k = consts["n_train"].to(dtype).reciprocal().unsqueeze(-1)
     tuning = None
     if spec.kappa is not None:
         tuning = (s >= consts["finetune_from"]).unsqueeze(-1)
