@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -51,7 +52,8 @@ class Work:
 WORKLOADS = (Work("1x1", "1 step of 1 image", 1, 1, 1),
              Work("1x10", "1 step of 10 images", 10, 1, 10),
              Work("1e50b5", "1 epoch of 50 images, batches of 5", 50, 1, 5),
-             Work("5e50b5", "5 epochs of 50 images, batches of 5", 50, 5, 5))
+             Work("5e50b5", "5 epochs of 50 images, batches of 5", 50, 5, 5),
+             Work("5e480b10", "5 epochs of 480 images, batches of 10 (WAFFLe's)", 480, 5, 10))
 
 
 def client_uplink(target: Target, down: State, victim: Samples, lr: float, work: Work) -> State:
@@ -81,12 +83,15 @@ def measure(attack_name: str, work: Work, args: argparse.Namespace, data: Any) -
     victim = Samples(data.x_train[:work.images], data.y_train[:work.images])
     up = client_uplink(target, down, victim, args.lr, work)
     adv = eavesdropper(target, down, up, work.images, Samples(data.x_test[:64], data.y_test[:64]))
-    attack = ATTACKS.get(attack_name).from_options({"iterations": args.iterations})
+    options: dict[str, Any] = {"iterations": args.iterations, "labels": "recovered"}
+    options.update(dict(kv.split("=", 1) for kv in args.set))
+    attack = ATTACKS.get(attack_name).from_options(options)
     started = time.perf_counter()
     guesses = attack.run(adv, torch.Generator().manual_seed(args.seed))
     seconds = time.perf_counter() - started
     scores = score_images(guesses.images, victim.x)
-    return {"attack": attack_name, "work": work.label, "seconds": round(seconds, 2),
+    return {"attack": attack_name, "work": work.label, "seconds": round(seconds, 2), "settings": args.set,
+            "inverted_by": guesses.info.get("inverted_by", ""),
             "psnr_mean": round(float(scores.psnr.mean()), 1), "share_recovered": scores.share_recovered}
 
 
@@ -101,18 +106,21 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=0.1, help="the client's SGD rate")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--set", nargs="*", default=[], help="attack settings, e.g. start=first-layer")
     parser.add_argument("--json", help="also write the rows here")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     data = load_dataset(args.dataset)
     rows = []
-    print(f"{args.dataset} {args.model}, {args.iterations} iterations, {args.threads} threads")
+    print(f"{args.dataset} {args.model}, {args.iterations} iterations, {args.threads} threads, "
+          f"settings {args.set}, load {os.getloadavg()[0]:.1f}")
     for work in (w for w in WORKLOADS if w.key in args.work):
         for name in args.attacks:
             row = measure(name, work, args, data)
             rows.append(row)
             print(f"{name:>20}  {work.label:<38} {row['seconds']:8.2f} s/victim   "
-                  f"PSNR {row['psnr_mean']:5.1f} dB   recovered {100 * row['share_recovered']:5.1f}%", flush=True)
+                  f"PSNR {row['psnr_mean']:5.1f} dB   recovered {100 * row['share_recovered']:5.1f}%   "
+                  f"({row['inverted_by']})", flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
