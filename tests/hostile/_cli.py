@@ -91,15 +91,18 @@ def _terminal_warnings():  # type: ignore[no-untyped-def]
         yield
 
 
-def log(outcome: Outcome, note: str = "") -> None:
-    """Append the outcome to `$HOSTILE_LOG` (one JSON object a line) for the inputs table."""
+def log(outcome: Outcome | None, check: str = "") -> None:
+    """Append an outcome, or a passed check of the user's files, to `$HOSTILE_LOG` (JSON lines)
+    for the inputs table (tests/hostile/inputs_table.py)."""
     target = os.environ.get("HOSTILE_LOG")
     if not target:
         return
-    test = os.environ.get("PYTEST_CURRENT_TEST", "?").rsplit(" ", 1)[0]
-    entry = {"test": test, "args": list(outcome.args), "code": outcome.code,
-             "line": outcome.lines[0] if len(outcome.lines) == 1 else " | ".join(outcome.lines)[:400],
-             "note": note}
+    entry: dict[str, Any] = {"test": os.environ.get("PYTEST_CURRENT_TEST", "?").rsplit(" ", 1)[0]}
+    if outcome is not None:
+        entry.update(args=list(outcome.args), code=outcome.code,
+                     line=outcome.lines[0] if len(outcome.lines) == 1 else " | ".join(outcome.lines)[:400])
+    if check:
+        entry["check"] = check
     with open(target, "a", encoding="utf-8") as fh:
         fh.write(json.dumps(entry) + "\n")
 
@@ -160,6 +163,7 @@ class Workspace:
         assert not lost, f"changed or lost: {sorted(lost)}"
         added = sorted(set(after) - set(self.before))
         assert not added, f"left behind: {added}"
+        log(None, f"the user's folder byte-identical ({len(self.before)} entries)")
 
     def nothing_half_written(self) -> None:
         """What the user had is there; anything new is complete (no staging, lock or aside folder)."""
@@ -167,6 +171,7 @@ class Workspace:
         lost = {k: v for k, v in self.before.items() if after.get(k) != v}
         assert not lost, f"changed or lost: {sorted(lost)}"
         assert not [k for k in after if any(mark in k for mark in HALF_WRITTEN)], sorted(after)
+        log(None, f"the user's {len(self.before)} entries unchanged, nothing half-written")
 
 
 ENTRY = "import sys; from fedattack.cli import main; sys.argv = ['fedattack', *sys.argv[1:]]; main()"
