@@ -1,0 +1,141 @@
+"""WAFFLe's batched step: the hand-written one against the vmap path and the one-at-a-time loop.
+
+    FEDATTACK_DATA=/work/shared/datasets flock /work/bench.lock nice -n 10 \\
+        .venv/bin/python benchmarks/bench_waffle.py --json waffle.json
+
+The WAFFLe paper's MNIST setting (MLP 784-200-10 with fc1 factorised, F = 120; 100 clients,
+shards; E = 5, B = 10, lr 0.04; `waffle-ibp` with its default, literal recipe) at 10, 20 and 50
+clients a round. Runners, each in its own process (`_measure.py`, as `bench_mnist.py` runs
+them), timing `--rounds` rounds after one untimed warm-up round:
+
+- `plain`: one client after another, the target's loss under `torch.optim.SGD` (`_measure.py`);
+- `batched-vmap`: the batched executor without hand-written steps (`BatchedExecutor(fast=False)`):
+  every step `vmap(grad(local_loss))`, which is what WAFFLe ran before `_ibp_fast`;
+- `batched`: the batched executor as `--executor batched` runs it, WAFFLe through `_ibp_fast`.
+
+Share of the ceiling: matrix-multiply FLOPs per client step (`torch.utils.flop_counter`) x
+client steps per second of wall time, over `torch.bmm`'s GFLOP/s at the MNIST MLP's shapes for
+that many clients measured in the same run (`bench_mnist.bmm_gflops`, as for FedAvg). Then the
+whole setting (10 clients a round, `--full-rounds` rounds, every client evaluated every round,
+run directory written) through `train_federation`, before (vmap) and after (hand-written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+from bench_mnist import bmm_gflops, load  # noqa: E402
+
+METHOD = "waffle-ibp"
+RUNNERS = ("plain", "batched-vmap", "batched")
+
+
+def child(cfg: dict[str, Any]) -> dict[str, Any]:
+    """One measurement in its own process (this file with --child)."""
+    out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(cfg)],
+                         capture_output=True, text=True, cwd=HERE.parent)
+    if out.returncode != 0:
+        raise SystemExit(f"measurement {cfg} failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def run_child(cfg: dict[str, Any]) -> dict[str, Any]:
+    """In the child: `_measure.measure`, with the vmap-only batched executor registered under
+    `batched-vmap` so the whole setting can run it through `train_federation` too."""
+    from _measure import measure
+
+    from fedattack.federation.executor_plugins.batched import BatchedExecutor
+    from fedattack.federation.executors import EXECUTORS
+
+    class VmapBatched(BatchedExecutor):
+        def __init__(self, device: str = "cpu") -> None:
+            super().__init__(device, fast=False)
+
+    EXECUTORS.add("batched-vmap", VmapBatched)
+    return measure(cfg)
+
+
+def row(m: int, runner: str, res: dict[str, Any], base: dict[str, float], bmm: float) -> str:
+    rate = res["steps"] / res["seconds"]
+    cpu_rate = res["steps"] / res["cpu_seconds"]
+    ratios = "  ".join(f"{rate / base[k]:6.2f}x" if k in base and k != runner else "      -"
+                       for k in ("plain", "batched-vmap"))
+    share = rate * res["flops_per_step"] / 1e9 / bmm
+    return (f"{m:4d}  {runner:13s} {res['seconds'] / res['rounds']:8.2f} {rate:9.0f} {cpu_rate:11.0f}  "
+            f"{ratios}  {100 * share:6.1f}%")
+
+
+def per_round(args: argparse.Namespace, common: dict[str, Any], results: dict[str, Any]) -> None:
+    header = (f"{'m':>4s}  {'runner':13s} {'s/round':>8s} {'steps/s':>9s} {'steps/cpu-s':>11s}  "
+              f"{'/plain':>7s}  {'/vmap':>7s}  {'%bmm':>7s}")
+    for m in args.clients:
+        bmm = bmm_gflops(m)
+        results["bmm_gflops"][m] = bmm
+        print(f"\n{m} clients a round; torch.bmm at the MLP's shapes: {bmm:.1f} GFLOP/s; load {load()}")
+        print(header, flush=True)
+        base: dict[str, float] = {}
+        for runner in args.runners:
+            res = child({**common, "runner": runner, "method": METHOD, "clients": m,
+                         "rounds": args.rounds, "executor": runner})
+            base[runner] = res["steps"] / res["seconds"]
+            results["rows"].append({"clients": m, "runner": runner, "load": load(), **res})
+            print(row(m, runner, res, base, bmm), flush=True)
+
+
+def whole_setting(args: argparse.Namespace, common: dict[str, Any], results: dict[str, Any]) -> None:
+    print(f"\nWhole setting: 100 clients, 10 a round, {args.full_rounds} rounds, every client "
+          "evaluated every round, run directory written")
+    for executor in ("batched-vmap", "batched"):
+        res = child({**common, "runner": "full", "method": METHOD, "clients": 10,
+                     "full_rounds": args.full_rounds, "executor": executor})
+        results["full"].append({"executor": executor, "load": load(), **res})
+        print(f"  {executor:13s} {res['seconds']:7.1f} s wall, {res['cpu_seconds']:7.1f} s CPU, "
+              f"accuracy {res['accuracy']:.2f}%, peak {res['rss_peak'] / 2**20:.0f} MB, "
+              f"load {load()}", flush=True)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--clients", type=int, nargs="*", default=[10, 20, 50],
+                   help="clients per round (none: only the whole setting)")
+    p.add_argument("--rounds", type=int, default=2, help="timed rounds per measurement")
+    p.add_argument("--runners", nargs="+", default=list(RUNNERS), choices=RUNNERS)
+    p.add_argument("--full-rounds", type=int, default=100, help="rounds of the whole setting (0: skip)")
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    p.add_argument("--data-root", default=os.environ.get("FEDATTACK_DATA"))
+    p.add_argument("--json", type=Path, default=None, help="also write all results here")
+    p.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.child:
+        print(json.dumps(run_child(json.loads(args.child))))
+        return
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    common = {"threads": args.threads, "device": "cpu", "data_root": args.data_root}
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} cores; "
+          f"load average {load()}")
+    results: dict[str, Any] = {"load_start": load(), "threads": torch.get_num_threads(),
+                               "bmm_gflops": {}, "rows": [], "full": []}
+    per_round(args, common, results)
+    if args.full_rounds:
+        whole_setting(args, common, results)
+    results["load_end"] = load()
+    print(f"\nload average at the end: {load()}")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
