@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from fedattack.attacks.membership_metrics import pooled, ranking
 from fedattack.results import AttackResult
 
 SUMMARY_SCHEMA = "fedattack.summary/1"
@@ -36,7 +37,21 @@ def group_summary(key: tuple[str, str, str], results: list[AttackResult]) -> dic
             "victims": [r.victim for r in results], "applicable": len(ok),
             "upper_bound": any(r.upper_bound for r in results), "metrics": metrics,
             "baselines": baselines, "notes": sorted({r.note for r in results if r.note}),
-            "headline": headline(results)}
+            "headline": headline(results), **membership_queries(ok)}
+
+
+def membership_queries(results: list[AttackResult]) -> dict[str, Any]:
+    """Membership groups: each victim's member and non-member counts, and the metrics of every
+    victim's queries pooled (where one victim's non-members cannot resolve a low FPR, the pool
+    may; a number from it is about the pool, and says so by where it sits)."""
+    infos = [r.extra["membership"] for r in results if "per_query" in r.extra.get("membership", {})]
+    if not infos:
+        return {}
+    truth, scores = pooled([i["per_query"] for i in infos])
+    metrics, _ = ranking(truth, scores)
+    return {"queries": {"members": [i["members"] for i in infos], "nonmembers": [i["nonmembers"] for i in infos],
+                        "pooled": {"victims": len(infos), "members": int(truth.sum()),
+                                   "nonmembers": int((~truth).sum()), "metrics": metrics}}}
 
 
 def headline(results: list[AttackResult]) -> list[str]:

@@ -12,6 +12,7 @@ an upper bound that is one.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -61,6 +62,12 @@ def test_fedmia_the_server_finds_members_and_the_eavesdropper_cannot_run_it(over
     assert np.mean([r.metrics["auc"] for r in server]) > 0.7
     assert all(r.extra["membership"]["other_clients_per_round"] == [5] for r in server)  # 6 clients a round
     assert not any(r.applicable for r in results if r.threat_model == "eavesdropper")
+    group = next(g for g in json.loads((tmp_path / "summary.json").read_text())["groups"]
+                 if g["threat_model"] == "server")
+    pooled = group["queries"]["pooled"]  # the summary says how many queries each victim and the pool had
+    members = sum(r.extra["membership"]["members"] for r in server)
+    assert pooled["members"] == members == sum(group["queries"]["members"])
+    assert pooled["nonmembers"] == sum(group["queries"]["nonmembers"]) and 0.5 < pooled["metrics"]["auc"] <= 1
 
 
 def test_fedmia_is_at_chance_when_no_query_is_a_member(overfit_run: Path) -> None:

@@ -1,0 +1,92 @@
+"""Reference models per second: the batched executor against one model at a time.
+
+LiRA, RMIA and the shadow-model attack train 16 or more reference models per victim, each a
+repeat of the victim's local training. This trains `--references` reference models of a
+Fashion-MNIST CNN victim (fmnist-cnn, the victim's recipe: `--samples` records, E epochs,
+B=10, lr 0.02, from the same downlink) through `ShadowModels`, exactly as the attacks do, once
+with the batched executor (all models in one call, stacked) and once with the sequential one
+(one model after another), in one process, and prints reference models per second and the
+ratio. An untimed warm-up of two models runs first for each executor.
+
+    flock /work/bench.lock nice -n 5 .venv/bin/python benchmarks/bench_reference_models.py \\
+        --data-root /work/shared/datasets --threads 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+import numpy as np
+import torch
+
+from fedattack.attacks.data import Samples
+from fedattack.attacks.shadow import ShadowModels, shadow_splits
+from fedattack.attacks.view import Observation
+from fedattack.data import load_dataset
+from fedattack.federation.spec import FederationSpec
+from fedattack.federation.train import build_target
+from fedattack.rng import generator
+from fedattack.target import Recipe, Target
+
+
+def setting(args: argparse.Namespace) -> tuple[Target, Observation, Samples]:
+    dataset = load_dataset("fmnist", args.data_root)
+    spec = FederationSpec(method="fedavg", dataset="fmnist", partition="iid", num_clients=100, model="fmnist-cnn",
+                          rounds=50, fraction=0.1, recipe=Recipe(epochs=args.epochs, batch_size=10, lr=0.02))
+    target = build_target(spec, dataset, 100)
+    server = target.init_server(generator(0, "bench-init"))
+    start = Observation(round=0, down=target.broadcast(server, 0, 0))
+    return target, start, Samples(dataset.x_test[:4000], dataset.y_test[:4000])
+
+
+def timed(target: Target, start: Observation, aux: Samples, executor: str, count: int,
+          samples: int) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of this process) to train `count` reference models."""
+    counts = [samples // 10] * 10  # the victim's size, an even class mix
+    datas = shadow_splits(aux, counts, count, 0.5, seed=1)
+    trainer = ShadowModels(target, executor, seed=1, victim=0)
+    trainer.train(start, datas[:2], solo_deployed=False)  # warm-up, untimed
+    wall, cpu = time.perf_counter(), time.process_time()
+    trainer.train(start, datas, solo_deployed=False)
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-root", default=os.environ.get("FEDATTACK_DATA"))
+    parser.add_argument("--references", type=int, default=16)
+    parser.add_argument("--samples", type=int, default=480)
+    parser.add_argument("--epochs", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--json", default=None, help="Also write the figures to this file.")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    target, start, aux = setting(args)
+    load_before = os.getloadavg()
+    both = {ex: timed(target, start, aux, ex, args.references, args.samples) for ex in ("batched", "sequential")}
+    seconds, cpu = {k: v[0] for k, v in both.items()}, {k: v[1] for k, v in both.items()}
+    out = {"references": args.references, "samples": args.samples, "epochs": args.epochs, "threads": args.threads,
+           "seconds": {k: round(v, 2) for k, v in seconds.items()},
+           "cpu_seconds": {k: round(v, 2) for k, v in cpu.items()},
+           "models_per_second": {k: round(args.references / v, 3) for k, v in seconds.items()},
+           "models_per_cpu_second": {k: round(args.references / v, 3) for k, v in cpu.items()},
+           "speedup": round(seconds["sequential"] / seconds["batched"], 2),
+           "speedup_cpu": round(cpu["sequential"] / cpu["batched"], 2),
+           "load_average_before": [round(x, 2) for x in load_before],
+           "load_average_after": [round(x, 2) for x in os.getloadavg()], "torch": torch.__version__}
+    print(json.dumps(out))
+    print(f"{args.references} reference models (fmnist-cnn, {args.samples} samples, E={args.epochs}, B=10), "
+          f"{args.threads} threads: batched {seconds['batched']:.1f} s ({out['models_per_second']['batched']} "
+          f"models/s), one at a time {seconds['sequential']:.1f} s ({out['models_per_second']['sequential']} "
+          f"models/s), {out['speedup']}x (CPU seconds {cpu['batched']:.1f} against {cpu['sequential']:.1f}, "
+          f"{out['speedup_cpu']}x); load {np.round(load_before, 1).tolist()}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,155 @@
+"""The membership table of docs/privacy.md from result folders (`fedattack evaluate --out`).
+
+    .venv/bin/python docs/membership_table.py RESULTS [RESULTS ...] [--baseline membership]
+
+One row per (attack, threat model): victims, members and non-members (pooled), balanced
+accuracy (mean over victims), and AUC, TPR at 1% and 0.1% FPR of every victim's queries pooled,
+each with a 95% stratified bootstrap interval (`membership_metrics.intervals`); a TPR at an FPR
+below 1/#non-members is printed as "n/m". Then, per threat model, the best attack's TPR at 1%
+FPR over the baseline's on the same victims and queries, with a paired bootstrap interval of
+the ratio (members and non-members resampled, the same draw for both attacks).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from fedattack.attacks.membership_metrics import intervals, pooled, ranking, tpr_at_fpr
+from fedattack.results import AttackResult
+
+
+def load(folders: list[str]) -> list[AttackResult]:
+    out = []
+    for folder in folders:
+        for path in sorted(Path(folder).glob("*.json")):
+            if path.name != "summary.json":
+                r = AttackResult.load(path)
+                if r.applicable and "membership" in r.extra:
+                    out.append(r)
+    return out
+
+
+def cell(value: float | None, ci: list[float] | None, scale: float = 100.0, digits: int = 1) -> str:
+    if value is None:
+        return "n/m"
+    text = f"{value * scale:.{digits}f}"
+    return text + (f" [{ci[0] * scale:.{digits}f}, {ci[1] * scale:.{digits}f}]" if ci else "")
+
+
+def aligned(results: list[AttackResult]) -> tuple[np.ndarray, np.ndarray]:
+    """Pooled (membership, scores), victims in id order, so two attacks' queries line up."""
+    ordered = sorted(results, key=lambda r: r.victim)
+    return pooled([r.extra["membership"]["per_query"] for r in ordered])
+
+
+def ratio_interval(truth: np.ndarray, best: np.ndarray, base: np.ndarray, alpha: float = 0.01,
+                   resamples: int = 2000) -> tuple[float, list[float]]:
+    rng = np.random.default_rng(20)
+    mem, non = np.flatnonzero(truth), np.flatnonzero(~truth)
+
+    def tpr(s: np.ndarray, m: np.ndarray, n: np.ndarray) -> float:
+        return float(tpr_at_fpr(s[m], s[n], alpha))
+
+    point = tpr(best, mem, non) / max(tpr(base, mem, non), 1e-12)
+    draws = []
+    for _ in range(resamples):
+        m, n = rng.choice(mem, len(mem)), rng.choice(non, len(non))
+        draws.append(tpr(best, m, n) / max(tpr(base, m, n), 1e-12))
+    return point, np.quantile(draws, [0.025, 0.975]).round(2).tolist()
+
+
+def loss_row(tm: str, results: list[AttackResult]) -> str:
+    """The loss-threshold baseline beside the baseline attack (threshold set on its shadows):
+    its scores are not kept per query, so means +- std over victims, not pooled."""
+
+    def mean(key: str) -> str:
+        values = [r.baselines["loss-threshold"][key] for r in results if key in r.baselines["loss-threshold"]]
+        scale = 1.0 if key == "auc" else 100.0
+        return f"{np.mean(values) * scale:.3g} ± {np.std(values) * scale:.2g} (victim mean)" if values else "n/m"
+
+    acc = np.mean([r.baselines["loss-threshold"]["accuracy"] for r in results]) * 100
+    return (f"| {tm} | loss threshold (baseline) | {len(results)} | as above | {acc:.1f} | {mean('auc')} | "
+            f"{mean('tpr_at_1fpr')} | {mean('tpr_at_01fpr')} |")
+
+
+def uplink_accuracy(run_dir: str, victims: list[int], data_root: str | None) -> None:
+    """Each victim's last uplink (FedAvg: its local model after training) on its training
+    records and on its local test records: how far the attacked models overfit."""
+    import torch
+
+    from fedattack.attacks.reconstruction.base import decoded, log_probs
+    from fedattack.attacks.view import Observation
+    from fedattack.data import load_dataset
+    from fedattack.federation.loop import client_data
+    from fedattack.federation.rundir import Federation
+
+    torch.set_num_threads(1)
+    fed = Federation(run_dir)
+    target, dataset = fed.target(data_root), load_dataset(fed.spec.dataset, data_root)
+    index = fed.transcript().index
+    for v in victims:
+        rnd = max(e["round"] for e in index if e["kind"] == "uplink" and e["sender"] == v)
+        msgs = fed.transcript().load(client=v, rounds={rnd})
+        down = next(m.payload for m in msgs if m.kind == "downlink")
+        params = decoded(target, Observation(rnd, down, next(m.payload for m in msgs if m.kind == "uplink")))
+        data = client_data(dataset, fed.partition(), v)
+        acc = [float((log_probs(target, params, x).argmax(1) == y).float().mean())
+               for x, y in ((data.x_train, data.y_train), (data.x_test, data.y_test))]
+        print(f"- victim {v}, uplink of round {rnd}: train {acc[0] * 100:.1f}% ({len(data.y_train)}), "
+              f"local test {acc[1] * 100:.1f}% ({len(data.y_test)})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folders", nargs="+")
+    parser.add_argument("--baseline", default="membership")
+    parser.add_argument("--run", default=None, help="Also print the victims' uplink accuracy on this run.")
+    parser.add_argument("--data-root", default=None)
+    args = parser.parse_args()
+    results = load(args.folders)
+    if args.run:
+        uplink_accuracy(args.run, sorted({r.victim for r in results}), args.data_root)
+    groups: dict[tuple[str, str], list[AttackResult]] = {}
+    for r in results:
+        groups.setdefault((r.threat_model, r.attack), []).append(r)
+    print("| threat model | attack | victims | members / non-members | accuracy (%) | AUC | "
+          "TPR @ 1% FPR (%) | TPR @ 0.1% FPR (%) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for (tm, attack), rs in sorted(groups.items()):
+        truth, scores = aligned(rs)
+        metrics, _ = ranking(truth, scores)
+        ci = intervals(truth, scores)
+        acc = np.mean([r.metrics["accuracy"] for r in rs])
+        print(f"| {tm} | {attack} | {len(rs)} | {int(truth.sum())} / {int((~truth).sum())} | {acc * 100:.1f} | "
+              f"{cell(metrics.get('auc'), ci.get('auc'), 1.0, 3)} | "
+              f"{cell(metrics.get('tpr_at_1fpr'), ci.get('tpr_at_1fpr'))} | "
+              f"{cell(metrics.get('tpr_at_01fpr'), ci.get('tpr_at_01fpr'))} |")
+        if attack == args.baseline:
+            print(loss_row(tm, rs))
+    print()
+    for tm in sorted({tm for tm, _ in groups}):
+        base = groups.get((tm, args.baseline))
+        if not base:
+            continue
+        truth, base_scores = aligned(base)
+        victims = sorted(r.victim for r in base)
+        best_name, best_tpr = None, -1.0
+        for (t, attack), rs in groups.items():
+            if t != tm or attack == args.baseline or sorted(r.victim for r in rs) != victims:
+                continue
+            value = ranking(*aligned(rs))[0].get("tpr_at_1fpr", -1.0)
+            if value > best_tpr:
+                best_name, best_tpr = attack, value
+        if best_name is None:
+            continue
+        point, ci = ratio_interval(truth, aligned(groups[(tm, best_name)])[1], base_scores)
+        print(f"- {tm}: best {best_name} / {args.baseline} at 1% FPR = {point:.2f}x "
+              f"(95% paired bootstrap {ci[0]}-{ci[1]}x)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
