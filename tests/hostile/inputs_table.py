@@ -67,6 +67,8 @@ def table(now_log: Path, now_xml: Path, before_log: Path, before_xml: Path) -> s
             outcome = "FAILS now"
         elif before.get(test):
             outcome = "held"
+        elif test not in before:
+            outcome = f"fixed by {added_by(test.split('::')[0])} (before: not run against the old code)"
         else:
             was = [e for e in logged_before.get(test, []) if "args" in e]
             said = f"exit {was[-1]['code']}: {was[-1]['line'] or '(nothing)'}" if was else "its check failed"
