@@ -110,3 +110,13 @@ def test_report_never_writes_over_the_users_folders(ws: Workspace, extra: list[s
     ws.seal()
     refused(ws.fedattack("report", "results/r.json", "--no-figures", *extra), words, code=code)
     ws.unchanged()
+
+
+def test_a_reference_no_result_has_is_refused(ws: Workspace) -> None:
+    """A mistyped --reference gave a verdict with no comparison and exit 0."""
+    (ws.root / "results").mkdir()
+    (ws.root / "results" / "r.json").write_text(json.dumps(good()))
+    ws.seal()
+    refused(ws.fedattack("report", "results/r.json", "--no-figures", "--reference", "fedavgg"),
+            "--reference fedavgg", code=2)
+    ws.unchanged()
