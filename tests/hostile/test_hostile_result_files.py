@@ -120,3 +120,11 @@ def test_a_reference_no_result_has_is_refused(ws: Workspace) -> None:
     refused(ws.fedattack("report", "results/r.json", "--no-figures", "--reference", "fedavgg"),
             "--reference fedavgg", code=2)
     ws.unchanged()
+
+
+def test_a_reference_the_results_hold_is_accepted(ws: Workspace) -> None:
+    (ws.root / "results").mkdir()
+    (ws.root / "results" / "r.json").write_text(json.dumps(good()))
+    outcome = ws.fedattack(*REPORT, "--reference", "fedavg")
+    assert outcome.code == 0, outcome
+    assert (ws.root / "rep" / "report.md").is_file()
