@@ -135,8 +135,9 @@ def tiles(png: Path, count: int) -> list[np.ndarray]:
     return [image[1:1 + height, 1 + i * step:1 + i * step + height] for i in range(count)]
 
 
-def figure(specs: list[str], path: Path, per_row: int = 10) -> None:
-    """Reconstructions (top) above their matched training images (bottom), best PSNR first."""
+def figure(specs: list[str], path: Path, per_row: int = 12) -> None:
+    """Reconstructions (top) above their matched training images (bottom): per panel, pairs
+    spread evenly over the PSNR ranking, best first, so that the failures show as well."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -150,7 +151,8 @@ def figure(specs: list[str], path: Path, per_row: int = 10) -> None:
         folder = Path(result_path).parent
         recs = tiles(folder / result["artifacts"]["reconstructions"], len(psnr))
         real = tiles(folder / result["artifacts"]["matched"], len(psnr))
-        order = np.argsort(-psnr)[:per_row]
+        ranked = np.argsort(-psnr)  # best first, spread over the whole ranking (failures shown too)
+        order = ranked[np.unique(np.linspace(0, len(ranked) - 1, min(per_row, len(ranked))).round().astype(int))]
         panels.append((title, [recs[i] for i in order], [real[i] for i in order], psnr[order]))
     fig, axes = plt.subplots(2 * len(panels), per_row, figsize=(per_row * 0.9, 2.1 * len(panels)), squeeze=False)
     for p, (title, recs, real, values) in enumerate(panels):
@@ -162,8 +164,11 @@ def figure(specs: list[str], path: Path, per_row: int = 10) -> None:
                     ax.imshow(images[i])
                     if r == 0:
                         ax.set_title(f"{values[i]:.0f} dB", fontsize=7)
-        axes[2 * p, 0].text(-0.3, 1.45, title + " (top: reconstruction, bottom: matched real image)",
-                            transform=axes[2 * p, 0].transAxes, fontsize=8)
+        axes[2 * p, 0].set_ylabel(title, fontsize=7)
+        axes[2 * p, 0].axis("on")
+        axes[2 * p, 0].set_xticks([])
+        axes[2 * p, 0].set_yticks([])
+    fig.suptitle("top: reconstruction; bottom: the real training image it was matched to", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
