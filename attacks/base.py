@@ -131,7 +131,7 @@ class Attack:
         rec_score = adv.reconstructor.strategy.score(adv.view.target, adv.model, truth.private,
                                                      truth.deployed)
         seconds = time.perf_counter() - started + context.reconstruction_seconds
-        note = "upper bound: the victim's deployed model, private state included" if adv.view.upper_bound else ""
+        note = "upper bound: a model the victim held, private state included" if adv.view.upper_bound else ""
         result = self._result(adv, seed, context, seconds=round(seconds, 3), metrics=scored.metrics,
                               curves=scored.curves, baselines=scored.baselines, note=note,
                               extra={**context.extra(), **scored.extra,
