@@ -97,7 +97,7 @@ def per_round(args: argparse.Namespace, common: dict[str, Any], results: dict[st
 def whole_setting(args: argparse.Namespace, common: dict[str, Any], results: dict[str, Any]) -> None:
     print(f"\nWhole setting: 100 clients, 10 a round, {args.full_rounds} rounds, every client "
           "evaluated every round, run directory written")
-    for executor in ("batched-vmap", "batched"):
+    for executor in args.full_executors:
         res = child({**common, "runner": "full", "method": METHOD, "clients": 10,
                      "full_rounds": args.full_rounds, "executor": executor})
         results["full"].append({"executor": executor, "load": load(), **res})
@@ -113,6 +113,8 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=2, help="timed rounds per measurement")
     p.add_argument("--runners", nargs="+", default=list(RUNNERS), choices=RUNNERS)
     p.add_argument("--full-rounds", type=int, default=100, help="rounds of the whole setting (0: skip)")
+    p.add_argument("--full-executors", nargs="+", default=["batched-vmap", "batched"],
+                   choices=["batched-vmap", "batched"])
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     p.add_argument("--data-root", default=os.environ.get("FEDATTACK_DATA"))
     p.add_argument("--json", type=Path, default=None, help="also write all results here")
