@@ -37,7 +37,7 @@ from fedattack.federation.train import build_target, train_federation  # noqa: E
 from fedattack.rng import generator  # noqa: E402
 from fedattack.target import Recipe, Target  # noqa: E402
 from fedattack.training import Batch, draw_noise  # noqa: E402
-from fedattack.wire import payload_bytes  # noqa: E402
+from fedattack.wire import SERVER, Message, payload_bytes  # noqa: E402
 
 RECIPE = Recipe(epochs=5, batch_size=10, lr=0.04)  # WAFFLe appendix C, MNIST
 
@@ -124,9 +124,9 @@ def plain_rounds(cfg, spec, target, datas):  # type: ignore[no-untyped-def]
             for k in clients:
                 up, private[k], taken = plain_target_client(target, target.broadcast(server, k, rnd),
                                                             private[k], datas[k], seed=k)
-                ups.append(up)
+                ups.append(Message(rnd, k, SERVER, "uplink", up, samples=int(datas[k].size)))
                 steps += (rnd > 1) * taken
-            server = target.aggregate(server, ups, [float(datas[k].size) for k in clients], rnd)
+            server = target.aggregate(server, ups, rnd)
     return time.perf_counter() - started, steps, None
 
 
