@@ -44,7 +44,7 @@ class RayBackend(Backend):
             except Exception as exc:  # Ray raises bare Exception, e.g. for a raylet that starts too slowly
                 first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
                 raise UserError(f"could not start or join Ray at {self.address or 'a local instance'}: {first}"
-                                " (on a busy machine, RAY_raylet_start_wait_time_s=120 gives it longer)") from None
+                                " (Ray gives its node a fixed time to start: try again on a quieter machine)") from None
             self.started_here = True
         self.remote = ray.remote(num_cpus=CPUS_PER_TASK, max_retries=MAX_RETRIES)(execute)
 
