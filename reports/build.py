@@ -21,21 +21,24 @@ from fedattack.reports.inversion_grid import inversion_figures
 from fedattack.reports.paper_numbers import lookup
 from fedattack.reports.per_client import per_client_blocks
 from fedattack.reports.setup_section import setup_blocks
-from fedattack.reports.verdict import REFERENCE
+from fedattack.reports.verdict import REFERENCE, require_reference
 from fedattack.reports.verdict_section import verdict_blocks
 
 
 def build_report(paths: Sequence[str | Path], out: str | Path, papers: Iterable[str] = (),
                  title: str = "fedattack report", figures: bool = True, intro: str = "",
-                 reference: str = REFERENCE, caveat: str = "") -> Path:
+                 reference: str = REFERENCE, caveat: str = "", require: bool = False) -> Path:
     """Render the report of every result and run under `paths`; returns the report.md path.
 
     The verdict (`verdict_section.py`) comes first, comparing every method with `reference`, after
-    the experiment's `caveat` (what its numbers are not) where it has one."""
+    the experiment's `caveat` (what its numbers are not) where it has one; `require`: the
+    reference was named by the user, so results without it are refused."""
     papers = list(dict.fromkeys(papers))
     for key in papers:
         lookup(key)  # refuse an unknown table before reading anything
     inputs = collect(paths)
+    if require:
+        require_reference(inputs.results, reference)
     out = Path(out)
     extra = {m for key in papers for m in lookup(key)[0].metrics}
     tables = [t for t in [utility_table(inputs, extra), *attack_tables(inputs)] if t is not None]

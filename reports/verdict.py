@@ -17,6 +17,7 @@ from collections import defaultdict
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 
+from fedattack.registry import UserError
 from fedattack.reports.aggregate import threat_label
 from fedattack.reports.collect import LoadedResult, without_variant
 from fedattack.reports.intervals import (
@@ -103,6 +104,15 @@ def _pick_reference(methods: Iterable[str], reference: str) -> str | None:
         return reference
     bare = [m for m in methods if without_variant(m) == reference]
     return bare[0] if len(bare) == 1 else None
+
+
+def require_reference(results: list[LoadedResult], reference: str) -> None:
+    """A reference the user named must be among the results: a typo would silently give a verdict
+    without any comparison (the default, FedAvg, may be absent, so it is not required)."""
+    methods = {r.run.label for r in results}
+    if reference not in methods | {without_variant(m) for m in methods}:
+        raise UserError(f"--reference {reference}: no result attacks that method; the results hold "
+                        f"{', '.join(sorted(methods)) or 'no method'}")
 
 
 def build_groups(results: list[LoadedResult], reference: str = REFERENCE) -> list[Group]:
