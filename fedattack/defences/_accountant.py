@@ -87,3 +87,11 @@ def epsilon_dp_sgd(sigma: float, batch: int, size: int, epochs: int, delta: floa
     steps = epochs * math.ceil(size / batch)
     event = dp.SampledWithoutReplacementDpEvent(size, batch, dp.GaussianDpEvent(sigma / 2))
     return float(accountant.compose(event, steps).get_epsilon(delta))
+
+
+def check_gaussian(defence: str, clip_norm: float, noise_multiplier: float, delta: float) -> None:
+    """The settings every Gaussian mechanism shares (dp-fedavg, dp-sgd), refused alike."""
+    if not clip_norm > 0 or noise_multiplier < 0:
+        raise UserError(f"{defence} needs clip_norm > 0 and noise_multiplier >= 0")
+    if not 0 < delta < 1:
+        raise UserError(f"{defence} delta={delta} must be in (0, 1)")

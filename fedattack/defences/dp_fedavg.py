@@ -54,12 +54,9 @@ class DPSettings:
     delta: float = 1e-5
 
     def __post_init__(self) -> None:
-        if not self.clip_norm > 0 or self.noise_multiplier < 0:
-            raise UserError("dp-fedavg needs clip_norm > 0 and noise_multiplier >= 0")
+        _accountant.check_gaussian("dp-fedavg", self.clip_norm, self.noise_multiplier, self.delta)
         if self.noise not in ("server", "client"):
             raise UserError(f"dp-fedavg noise={self.noise!r}: choose server or client")
-        if not 0 < self.delta < 1:
-            raise UserError(f"dp-fedavg delta={self.delta} must be in (0, 1)")
 
 
 class DPFedAvg(Defence):

@@ -49,10 +49,7 @@ class DPSGDSettings:
     delta: float = 1e-5
 
     def __post_init__(self) -> None:
-        if not self.clip_norm > 0 or self.noise_multiplier < 0:
-            raise UserError("dp-sgd needs clip_norm > 0 and noise_multiplier >= 0")
-        if not 0 < self.delta < 1:
-            raise UserError(f"dp-sgd delta={self.delta} must be in (0, 1)")
+        _accountant.check_gaussian("dp-sgd", self.clip_norm, self.noise_multiplier, self.delta)
 
 
 class DPSGD(Defence):
