@@ -8,31 +8,20 @@ import pytest
 import torch
 
 from fedattack import optim
-from fedattack.data import load_dataset
-from fedattack.data.partition import make_partition
 from fedattack.federation.executor_plugins._ibp_fast import ibp_spec, ibp_step
 from fedattack.federation.executor_plugins.batched import BatchedExecutor
 from fedattack.federation.executors import ClientJob, Executor, make_executor
-from fedattack.federation.loop import client_data
 from fedattack.models.ibp_grad import SelectionNoise
 from fedattack.target import ClientContext, LocalData, Recipe, State, Target
 from fedattack.training import Batch, sequential_train
 from tests.conftest import build
+from tests.targets.test_waffle_recipe import uneven_clients
 
 RECIPE = Recipe(epochs=3, batch_size=8, lr=0.1)
 HYPERS = [{},  # literal: SGD, constant temperature, no fine-tuning
           {"kl_b": "bernoulli", "selection_lr_scale": 9.0},
           {"recipe": "ibp-wf", "temperature_start": 5.0},  # Adam, annealing, fine-tuning
           {"recipe": "ibp-wf", "optimizer": "adam-selection", "temperature_clock": "round"}]
-
-
-def _datas() -> list[LocalData]:
-    dataset = load_dataset("digits")
-    partition = make_partition("shards", dataset.y_train.numpy(), 4, 0, "digits")
-    datas = [client_data(dataset, partition, k) for k in range(4)]
-    for k, d in enumerate(datas):  # uneven step counts and short last batches
-        d.x_train, d.y_train = d.x_train[:21 + 13 * k], d.y_train[:21 + 13 * k]
-    return datas
 
 
 def _problems(target: Target, datas: list[LocalData]) -> list:  # type: ignore[type-arg]
@@ -54,7 +43,7 @@ def test_hand_written_gradients_equal_autograd_in_double(hyper: dict[str, object
     """In float64, so the comparison sees a wrong term, not rounding: every parameter's
     gradient (SGD at lr 1 in the fused step: the update is minus the gradient)."""
     target = build("waffle-ibp", dict(hyper), recipe=RECIPE)
-    datas = _datas()
+    datas = uneven_clients()
     problems = _problems(target, datas)
     spec = ibp_spec(target, problems[0])
     assert spec is not None  # the fused step is what trains this target
@@ -88,7 +77,7 @@ def test_hand_written_gradients_equal_autograd_in_double(hyper: dict[str, object
 
 
 def _train(executor: Executor, target: Target, rounds: int = 2) -> list[State]:
-    datas = _datas()
+    datas = uneven_clients()
     server = target.init_server(torch.Generator().manual_seed(0))
     private: list[State] = [{} for _ in datas]
     for rnd in range(1, rounds + 1):

@@ -26,7 +26,8 @@ def _target(**hyper: object) -> Target:
     return build("waffle-ibp", dict(hyper), recipe=RECIPE)
 
 
-def _datas() -> list[LocalData]:
+def uneven_clients() -> list[LocalData]:
+    """Four digits clients of 21, 34, 47 and 60 samples: uneven step counts, short last batches."""
     dataset = load_dataset("digits")
     partition = make_partition("shards", dataset.y_train.numpy(), 4, 0, "digits")
     datas = [client_data(dataset, partition, k) for k in range(4)]
@@ -66,7 +67,7 @@ def test_temperature_anneals_per_step_over_the_clients_rounds() -> None:
     taus = [float(recipes.temperature(rec, consts, torch.tensor(s))) for s in (0, 1, 300)]
     assert taus[0] == pytest.approx(10.0) and taus[1] == pytest.approx(9.9)
     assert taus[2] == pytest.approx(2 / 3)
-    data = _datas()[0]
+    data = uneven_clients()[0]
     problem = target.start_local(target.init_server(torch.Generator().manual_seed(0)), {}, data)
     _, kept = target.finish_local(problem.params, problem, {}, {}, data)
     steps = RECIPE.epochs * -(-data.size // RECIPE.batch_size)
@@ -77,7 +78,7 @@ def test_temperature_anneals_per_step_over_the_clients_rounds() -> None:
 
 def test_fine_tuning_phase_uses_the_thresholded_selection_without_kl() -> None:
     target = _target(recipe="ibp-wf")
-    data = _datas()[2]
+    data = uneven_clients()[2]
     server = target.init_server(torch.Generator().manual_seed(0))
     problem = target.start_local(server, {}, data)
     start = int(problem.consts["finetune_from"])
@@ -102,7 +103,7 @@ def test_fine_tuning_phase_uses_the_thresholded_selection_without_kl() -> None:
 def test_ibp_wf_batched_equals_sequential_over_two_rounds(hyper: dict[str, object]) -> None:
     target = build_target(tiny_spec(method="waffle-ibp", hyper=hyper, recipe=RECIPE),
                           load_dataset("digits"), 4)
-    datas = _datas()
+    datas = uneven_clients()
     server = target.init_server(torch.Generator().manual_seed(0))
     results = {}
     for name in ("sequential", "batched"):
