@@ -1,13 +1,16 @@
 """The membership table of docs/privacy.md from result folders (`fedattack evaluate --out`).
 
-    .venv/bin/python docs/membership_table.py RESULTS [RESULTS ...] [--baseline membership]
+    .venv/bin/python docs/membership_table.py RESULTS [RESULTS ...] [--baseline membership] [--per-victim]
 
 One row per (attack, threat model): victims, members and non-members (pooled), balanced
 accuracy (mean over victims), and AUC, TPR at 1% and 0.1% FPR of every victim's queries pooled,
 each with a 95% stratified bootstrap interval (`membership_metrics.intervals`); a TPR at an FPR
-below 1/#non-members is printed as "n/m". Then, per threat model, the best attack's TPR at 1%
-FPR over the baseline's on the same victims and queries, with a paired bootstrap interval of
-the ratio (members and non-members resampled, the same draw for both attacks).
+below 1/#non-members is printed as "n/m". With --per-victim, the same row for every victim
+alone under its pooled row (the issue's victim x attack x threat model table). Then, per
+threat model and over all of them, the best attack's TPR at 1% and at 0.1% FPR over the
+baseline's on the same victims and queries, with a paired bootstrap interval of the ratio
+(members and non-members resampled, the same draw for both attacks). The baseline of the
+"all threat models" line is the eavesdropper's (the weakest adversary that runs it).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fedattack.attacks.membership_metrics import intervals, pooled, ranking, tpr_at_fpr
+from fedattack.attacks.membership_metrics import intervals, measurable, pooled, ranking, tpr_at_fpr
 from fedattack.results import AttackResult
 
 
@@ -103,52 +106,88 @@ def uplink_accuracy(run_dir: str, victims: list[int], data_root: str | None) -> 
               f"local test {acc[1] * 100:.1f}% ({len(data.y_test)})")
 
 
+HEADER = ("| threat model | attack | victims | members / non-members | accuracy (%) | AUC | "
+          "TPR @ 1% FPR (%) | TPR @ 0.1% FPR (%) |\n|---|---|---|---|---|---|---|---|")
+Groups = dict[tuple[str, str], list[AttackResult]]
+
+
+def row(tm: str, attack: str, rs: list[AttackResult], victims: str) -> str:
+    """One table row: the results' queries pooled (one result: that victim alone)."""
+    truth, scores = aligned(rs)
+    metrics, _ = ranking(truth, scores)
+    ci = intervals(truth, scores)
+    acc = np.mean([r.metrics["accuracy"] for r in rs])
+    return (f"| {tm} | {attack} | {victims} | {int(truth.sum())} / {int((~truth).sum())} | {acc * 100:.1f} | "
+            f"{cell(metrics.get('auc'), ci.get('auc'), 1.0, 3)} | "
+            f"{cell(metrics.get('tpr_at_1fpr'), ci.get('tpr_at_1fpr'))} | "
+            f"{cell(metrics.get('tpr_at_01fpr'), ci.get('tpr_at_01fpr'))} |")
+
+
+def table(groups: Groups, baseline: str, per_victim: bool) -> None:
+    print(HEADER)
+    for (tm, attack), rs in sorted(groups.items()):
+        print(row(tm, attack, rs, f"{len(rs)} pooled" if len(rs) > 1 else f"{rs[0].victim}"))
+        if per_victim and len(rs) > 1:
+            for r in sorted(rs, key=lambda r: r.victim):
+                print(row(tm, attack, [r], f"{r.victim}"))
+        if attack == baseline:
+            print(loss_row(tm, rs))
+
+
+def best_over(groups: Groups, base: list[AttackResult], baseline: str, tms: set[str],
+              alpha: float) -> tuple[str, str] | None:
+    """The (threat model, attack) among `tms` with the highest pooled TPR at `alpha` on the
+    baseline's victims, the baseline itself left out."""
+    victims, key = sorted(r.victim for r in base), {0.01: "tpr_at_1fpr", 0.001: "tpr_at_01fpr"}[alpha]
+    best, best_tpr = None, -1.0
+    for (tm, attack), rs in sorted(groups.items()):
+        if tm not in tms or attack == baseline or sorted(r.victim for r in rs) != victims:
+            continue
+        value = ranking(*aligned(rs))[0].get(key, -1.0)
+        if value > best_tpr:
+            best, best_tpr = (tm, attack), value
+    return best
+
+
+def ratios(groups: Groups, baseline: str) -> None:
+    """Per threat model, and over all threat models against the eavesdropper's baseline."""
+    tms = sorted({tm for tm, _ in groups})
+    scopes = [(tm, tm, {tm}) for tm in tms] + [("all threat models", "eavesdropper", set(tms))]
+    for label, base_tm, among in scopes:
+        base = groups.get((base_tm, baseline))
+        if not base or (label != base_tm and len(among) < 2):
+            continue
+        truth, base_scores = aligned(base)
+        for alpha, name in ((0.01, "1%"), (0.001, "0.1%")):
+            best = best_over(groups, base, baseline, among, alpha)
+            if best is None or not measurable(alpha, int((~truth).sum())):
+                continue
+            best_truth, best_scores = aligned(groups[best])
+            if not np.array_equal(truth, best_truth):
+                print(f"- {label}: {best[1]} and {baseline} judged different queries; no ratio")
+                continue
+            point, ci = ratio_interval(truth, best_scores, base_scores, alpha)
+            print(f"- {label}: best {best[1]} ({best[0]}) / {baseline} ({base_tm}) at {name} FPR = "
+                  f"{point:.2f}x (95% paired bootstrap {ci[0]}-{ci[1]}x)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folders", nargs="+")
     parser.add_argument("--baseline", default="membership")
+    parser.add_argument("--per-victim", action="store_true", help="Also one row per victim.")
     parser.add_argument("--run", default=None, help="Also print the victims' uplink accuracy on this run.")
     parser.add_argument("--data-root", default=None)
     args = parser.parse_args()
     results = load(args.folders)
     if args.run:
         uplink_accuracy(args.run, sorted({r.victim for r in results}), args.data_root)
-    groups: dict[tuple[str, str], list[AttackResult]] = {}
+    groups: Groups = {}
     for r in results:
         groups.setdefault((r.threat_model, r.attack), []).append(r)
-    print("| threat model | attack | victims | members / non-members | accuracy (%) | AUC | "
-          "TPR @ 1% FPR (%) | TPR @ 0.1% FPR (%) |")
-    print("|---|---|---|---|---|---|---|---|")
-    for (tm, attack), rs in sorted(groups.items()):
-        truth, scores = aligned(rs)
-        metrics, _ = ranking(truth, scores)
-        ci = intervals(truth, scores)
-        acc = np.mean([r.metrics["accuracy"] for r in rs])
-        print(f"| {tm} | {attack} | {len(rs)} | {int(truth.sum())} / {int((~truth).sum())} | {acc * 100:.1f} | "
-              f"{cell(metrics.get('auc'), ci.get('auc'), 1.0, 3)} | "
-              f"{cell(metrics.get('tpr_at_1fpr'), ci.get('tpr_at_1fpr'))} | "
-              f"{cell(metrics.get('tpr_at_01fpr'), ci.get('tpr_at_01fpr'))} |")
-        if attack == args.baseline:
-            print(loss_row(tm, rs))
+    table(groups, args.baseline, args.per_victim)
     print()
-    for tm in sorted({tm for tm, _ in groups}):
-        base = groups.get((tm, args.baseline))
-        if not base:
-            continue
-        truth, base_scores = aligned(base)
-        victims = sorted(r.victim for r in base)
-        best_name, best_tpr = None, -1.0
-        for (t, attack), rs in groups.items():
-            if t != tm or attack == args.baseline or sorted(r.victim for r in rs) != victims:
-                continue
-            value = ranking(*aligned(rs))[0].get("tpr_at_1fpr", -1.0)
-            if value > best_tpr:
-                best_name, best_tpr = attack, value
-        if best_name is None:
-            continue
-        point, ci = ratio_interval(truth, aligned(groups[(tm, best_name)])[1], base_scores)
-        print(f"- {tm}: best {best_name} / {args.baseline} at 1% FPR = {point:.2f}x "
-              f"(95% paired bootstrap {ci[0]}-{ci[1]}x)")
+    ratios(groups, args.baseline)
 
 
 if __name__ == "__main__":
