@@ -4,7 +4,7 @@
 
 FOLDER holds `grid/` (the output of `fedattack experiment run fedattack/experiments/defences-dp.toml
 --out FOLDER/grid`: sweep.json, runs/, results/) and `audits/<run folder>.json` (`fedattack audit`
-of each run). One row per federation cell, named by its method and its dp-fedavg noise
+of each run). One row per run directory under grid/runs, named by its method and its dp-fedavg noise
 multiplier. Membership figures pool every victim's queries (AUC and TPR at 1% FPR with 95%
 stratified bootstrap intervals, `membership_metrics.intervals`; a TPR below 1/#non-members is
 not printed); update inversion pools the victims' matched images (share above 20 dB and mean
@@ -39,8 +39,8 @@ def read(path: Path) -> Any:
 
 
 def sigma_of(spec: dict[str, Any]) -> float | None:
-    return next((d["settings"]["noise_multiplier"] for d in spec.get("defences", []) if d["name"] == "dp-fedavg"),
-                None)
+    return next((float(d["settings"]["noise_multiplier"]) for d in spec.get("defences", [])
+                 if d["name"] == "dp-fedavg"), None)
 
 
 def accuracy(run: Path) -> list[float]:
@@ -97,23 +97,24 @@ def inversion(results: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 
 def rows(root: Path) -> list[dict[str, Any]]:
-    sweep = read(root / "grid" / "sweep.json")
-    cells = [c for c in sweep["cells"] if c["kind"] == "federation"]
+    """Every run directory under grid/runs (the sweep's, and any trained beside it with
+    `fedattack train --out grid/runs/NAME`), with the sweep's evaluation cells of it."""
+    sweep = read(root / "grid" / "sweep.json") or {"cells": []}
     evaluations = [c["folder"] for c in sweep["cells"] if c["kind"] == "evaluation"]
     out = []
-    for c in cells:
-        run = root / "grid" / "runs" / c["folder"]
+    for run in sorted(p for p in (root / "grid" / "runs").iterdir() if (p / "federation.json").exists()):
+        manifest = read(run / "federation.json")
+        spec = manifest["spec"]
         attacks = attack_results([root / "grid" / "results" / e for e in evaluations
-                                  if e.startswith(c["folder"] + "/")])
-        out.append({"folder": c["folder"], "method": METHODS.get(c["spec"]["method"], c["spec"]["method"]),
-                    "sigma": sigma_of(c["spec"]), "m": round(c["spec"]["fraction"] * c["spec"]["num_clients"]),
-                    "accuracy": accuracy(run), "accounting": accounting(run),
-                    "seconds": (read(run / "federation.json") or {}).get("seconds"),
+                                  if e.startswith(run.name + "/")])
+        out.append({"folder": run.name, "method": METHODS.get(spec["method"], spec["method"]),
+                    "sigma": sigma_of(spec), "m": round(float(spec["fraction"]) * int(spec["num_clients"])),
+                    "accuracy": accuracy(run), "accounting": accounting(run), "seconds": manifest.get("seconds"),
                     "membership": {a: membership(attacks.get(a, [])) for a in MEMBERSHIP},
                     "inversion": inversion(attacks.get("update-inversion", [])),
-                    "diverged": (read(run / "federation.json") or {}).get("diverged"),
-                    "audit": read(root / "audits" / f"{c['folder']}.json") or {},
-                    "audit_large": read(root / "audits" / f"large-{c['folder']}.json") or {}})
+                    "diverged": manifest.get("diverged"),
+                    "audit": read(root / "audits" / f"{run.name}.json") or {},
+                    "audit_large": read(root / "audits" / f"large-{run.name}.json") or {}})
     return sorted(out, key=lambda r: (r["method"], r["m"], -1 if r["sigma"] is None else r["sigma"]))
 
 
