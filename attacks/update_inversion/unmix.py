@@ -84,12 +84,14 @@ def dark_pixels(update: np.ndarray) -> np.ndarray:
 
 def without_dark(basis: np.ndarray, dark: np.ndarray) -> np.ndarray:
     """An orthonormal basis of the span's vectors that are zero on the dark pixels: the images'
-    own span (the constant image, and every inverted image 1 - x it brings, drop out)."""
+    own span (the constant image, and every inverted image 1 - x it brings, drop out). Every
+    vector of the span is the same on all dark pixels (up to float noise), so this is the one
+    constraint that their mean is zero."""
     if not dark.any():
         return basis
-    _, singular, vt = np.linalg.svd(basis[:, dark].T, full_matrices=True)
-    rank = int((singular > 1e-8 * singular.max()).sum())
-    q, _ = np.linalg.qr((vt[rank:] @ basis).T)
+    on_dark = basis[:, dark].mean(1)
+    _, _, vt = np.linalg.svd(on_dark[None], full_matrices=True)
+    q, _ = np.linalg.qr((vt[1:] @ basis).T)
     return q.T
 
 

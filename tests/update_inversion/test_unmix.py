@@ -12,6 +12,7 @@ from fedattack.attacks.update_inversion.image_metrics import score_images
 from fedattack.attacks.update_inversion.objectives import Forward, State
 from fedattack.attacks.update_inversion.unmix import (
     Search,
+    dark_pixels,
     first_layer_update,
     order_by_labels,
     quantisation_error,
@@ -31,6 +32,8 @@ def test_three_epochs_of_shuffled_batches_unmix_into_the_images(mlp: Model, digi
     assert layer is not None
     singular = torch.linalg.svdvals(layer)
     assert singular[6] < 1e-4 * singular[0] < singular[5]  # A X^T: one source per image (float32 noise aside)
+    dark = dark_pixels(layer.numpy())  # equal columns: the pixels no image of the client lights
+    assert dark.any() and (dark == ~(x.flatten(1) > 0).any(0).numpy()).all()
     images = unmix(layer, 6, (1, 8, 8), torch.Generator().manual_seed(0), Search(programs=64)).images
     assert images is not None
     scores = score_images(images, x)
