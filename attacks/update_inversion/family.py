@@ -74,7 +74,7 @@ class InversionSettings:
     labels: str = "threat-model"
     start: str = "random"
     programs: int = 0
-    peel: int = 1
+    peel: int = 0
     rank: str = "quantised"
 
     def __post_init__(self) -> None:

@@ -141,7 +141,7 @@ class Search:
     (integer levels) first, then the sparsest; "sparsity" the sparsest only."""
 
     programs: int = 0
-    peel: int = 1
+    peel: int = 0
     rank: str = "quantised"
 
 
