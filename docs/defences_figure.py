@@ -4,7 +4,7 @@
 
 FOLDER holds `grid/` (the output of `fedattack experiment run fedattack/experiments/defences-dp.toml
 --out FOLDER/grid`: sweep.json, runs/, results/) and `audits/<run folder>.json` (`fedattack audit`
-of each run). One row per federation cell, named by its method and its dp-fedavg noise
+of each run). One row per run directory under grid/runs, named by its method and its dp-fedavg noise
 multiplier. Membership figures pool every victim's queries (AUC and TPR at 1% FPR with 95%
 stratified bootstrap intervals, `membership_metrics.intervals`; a TPR below 1/#non-members is
 not printed); update inversion pools the victims' matched images (share above 20 dB and mean
@@ -39,8 +39,8 @@ def read(path: Path) -> Any:
 
 
 def sigma_of(spec: dict[str, Any]) -> float | None:
-    return next((d["settings"]["noise_multiplier"] for d in spec.get("defences", []) if d["name"] == "dp-fedavg"),
-                None)
+    return next((float(d["settings"]["noise_multiplier"]) for d in spec.get("defences", [])
+                 if d["name"] == "dp-fedavg"), None)
 
 
 def accuracy(run: Path) -> list[float]:
@@ -53,10 +53,10 @@ def accounting(run: Path) -> dict[str, Any]:
     return next((d["accounting"] for d in manifest.get("defences", []) if "accounting" in d), {})
 
 
-def attack_results(folder: Path) -> dict[str, list[dict[str, Any]]]:
-    """Per-victim results of every evaluation of one run, by attack (applicable ones only)."""
+def attack_results(folders: list[Path]) -> dict[str, list[dict[str, Any]]]:
+    """Per-victim results of the sweep's evaluation cells of one run, by attack."""
     out: dict[str, list[dict[str, Any]]] = {}
-    for path in sorted(folder.glob("*/*.json")):
+    for path in sorted(p for folder in folders for p in folder.glob("*.json")):
         if path.name in ("summary.json", "cell.json"):
             continue
         result = json.loads(path.read_text())
@@ -97,19 +97,24 @@ def inversion(results: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 
 def rows(root: Path) -> list[dict[str, Any]]:
-    sweep = read(root / "grid" / "sweep.json")
-    cells = [c for c in sweep["cells"] if c["kind"] == "federation"]
+    """Every run directory under grid/runs (the sweep's, and any trained beside it with
+    `fedattack train --out grid/runs/NAME`), with the sweep's evaluation cells of it."""
+    sweep = read(root / "grid" / "sweep.json") or {"cells": []}
+    evaluations = [c["folder"] for c in sweep["cells"] if c["kind"] == "evaluation"]
     out = []
-    for c in cells:
-        run = root / "grid" / "runs" / c["folder"]
-        attacks = attack_results(root / "grid" / "results" / c["folder"])
-        out.append({"folder": c["folder"], "method": METHODS.get(c["spec"]["method"], c["spec"]["method"]),
-                    "sigma": sigma_of(c["spec"]), "m": round(c["spec"]["fraction"] * c["spec"]["num_clients"]),
-                    "accuracy": accuracy(run), "accounting": accounting(run),
-                    "seconds": (read(run / "federation.json") or {}).get("seconds"),
+    for run in sorted(p for p in (root / "grid" / "runs").iterdir() if (p / "federation.json").exists()):
+        manifest = read(run / "federation.json")
+        spec = manifest["spec"]
+        attacks = attack_results([root / "grid" / "results" / e for e in evaluations
+                                  if e.startswith(run.name + "/")])
+        out.append({"folder": run.name, "method": METHODS.get(spec["method"], spec["method"]),
+                    "sigma": sigma_of(spec), "m": round(float(spec["fraction"]) * int(spec["num_clients"])),
+                    "accuracy": accuracy(run), "accounting": accounting(run), "seconds": manifest.get("seconds"),
                     "membership": {a: membership(attacks.get(a, [])) for a in MEMBERSHIP},
                     "inversion": inversion(attacks.get("update-inversion", [])),
-                    "audit": read(root / "audits" / f"{c['folder']}.json") or {}})
+                    "diverged": manifest.get("diverged"),
+                    "audit": read(root / "audits" / f"{run.name}.json") or {},
+                    "audit_large": read(root / "audits" / f"large-{run.name}.json") or {}})
     return sorted(out, key=lambda r: (r["method"], r["m"], -1 if r["sigma"] is None else r["sigma"]))
 
 
@@ -164,7 +169,8 @@ def attack_table(rs: list[dict[str, Any]]) -> str:
         rmia, lira, inv = r["membership"]["rmia"], r["membership"]["lira-offline"], r["inversion"]
         sizes = f"{rmia['members']} / {rmia['nonmembers']} ({rmia['victims']} victims)" if rmia else "-"
         inv_n = f" ({inv['victims']}, {inv['images']})" if inv else ""
-        lines.append(f"| {r['method']} | {r['m']} | {sigma_text(r['sigma'])} | {fmt_acc(r['accuracy'])} | "
+        flag = " (diverged: NaN weights)" if r["diverged"] else ""
+        lines.append(f"| {r['method']} | {r['m']} | {sigma_text(r['sigma'])} | {fmt_acc(r['accuracy'])}{flag} | "
                      f"{fmt_mia(rmia, 'auc')} | {fmt_mia(rmia, 'tpr_at_1fpr')} | {fmt_mia(lira, 'auc')} | "
                      f"{fmt_mia(lira, 'tpr_at_1fpr')} | {sizes} | {fmt_inv(inv)}{inv_n} |")
     return "\n".join(lines)
@@ -172,15 +178,19 @@ def attack_table(rs: list[dict[str, Any]]) -> str:
 
 def epsilon_table(rs: list[dict[str, Any]]) -> str:
     lines = ["| method | m | sigma | accountant epsilon: the models | accountant epsilon: each uplink (the server) | "
-             "audit run: claimed | audited, final model | audited, every round | audit wall s |",
-             "| " + " | ".join(["---"] * 9) + " |"]
+             "audit run: claimed | audited, final model | audited, every round | 1,000 canaries: claimed | "
+             "audited, final | audited, every round |", "| " + " | ".join(["---"] * 11) + " |"]
     for r in rs:
         acc, audit = r["accounting"], r["audit"]
         views = audit.get("views", {})
         claimed = fmt_eps(audit.get("claimed", {}).get("epsilon")) if audit else "-"
+        large = r["audit_large"]
+        big = large.get("views", {})
+        big_claim = fmt_eps(large.get("claimed", {}).get("epsilon")) if large else "-"
         lines.append(f"| {r['method']} | {r['m']} | {sigma_text(r['sigma'])} | {fmt_eps(acc.get('epsilon'))} | "
                      f"{fmt_eps(acc.get('epsilon_every_message'))} | {claimed} | {fmt_audit(views.get('final'))} | "
-                     f"{fmt_audit(views.get('rounds'))} | {audit.get('seconds', '-')} |")
+                     f"{fmt_audit(views.get('rounds'))} | {big_claim} | {fmt_audit(big.get('final'))} | "
+                     f"{fmt_audit(big.get('rounds'))} |")
     return "\n".join(lines)
 
 
@@ -247,7 +257,9 @@ def main() -> None:
     for r in rs:
         inv = r["inversion"]
         print(f"- {r['method']} m {r['m']} sigma {sigma_text(r['sigma'])}: training {r['seconds']} s"
-              + (f"; inversion s/victim {inv['seconds']}" if inv else ""))
+              + (f", DIVERGED ({', '.join(r['diverged'][:3])})" if r["diverged"] else "")
+              + (f"; inversion s/victim {inv['seconds']}" if inv else "")
+              + f"; audit s {r['audit'].get('seconds', '-')} / {r['audit_large'].get('seconds', '-')}")
     figure(rs, out)
 
 

@@ -57,12 +57,13 @@ def ratio_interval(truth: np.ndarray, best: np.ndarray, base: np.ndarray, alpha:
     def tpr(s: np.ndarray, m: np.ndarray, n: np.ndarray) -> float:
         return float(tpr_at_fpr(s[m], s[n], alpha))
 
-    point = tpr(best, mem, non) / max(tpr(base, mem, non), 1e-12)
-    draws = []
-    for _ in range(resamples):
-        m, n = rng.choice(mem, len(mem)), rng.choice(non, len(non))
-        draws.append(tpr(best, m, n) / max(tpr(base, m, n), 1e-12))
-    return point, np.quantile(draws, [0.025, 0.975]).round(2).tolist()
+    def ratio(m: np.ndarray, n: np.ndarray) -> float:
+        """Infinite where the baseline finds no member at all (an unbounded ratio, not 1e12)."""
+        b = tpr(base, m, n)
+        return tpr(best, m, n) / b if b > 0 else np.inf
+
+    draws = [ratio(rng.choice(mem, len(mem)), rng.choice(non, len(non))) for _ in range(resamples)]
+    return ratio(mem, non), np.quantile(draws, [0.025, 0.975], method="inverted_cdf").round(2).tolist()
 
 
 def loss_row(tm: str, results: list[AttackResult]) -> str:
@@ -126,7 +127,8 @@ def row(tm: str, attack: str, rs: list[AttackResult], victims: str) -> str:
 def table(groups: Groups, baseline: str, per_victim: bool) -> None:
     print(HEADER)
     for (tm, attack), rs in sorted(groups.items()):
-        print(row(tm, attack, rs, f"{len(rs)} pooled" if len(rs) > 1 else f"{rs[0].victim}"))
+        ids = ", ".join(str(r.victim) for r in sorted(rs, key=lambda r: r.victim))
+        print(row(tm, attack, rs, f"{ids} pooled" if len(rs) > 1 else ids))
         if per_victim and len(rs) > 1:
             for r in sorted(rs, key=lambda r: r.victim):
                 print(row(tm, attack, [r], f"{r.victim}"))
@@ -167,8 +169,9 @@ def ratios(groups: Groups, baseline: str) -> None:
                 print(f"- {label}: {best[1]} and {baseline} judged different queries; no ratio")
                 continue
             point, ci = ratio_interval(truth, best_scores, base_scores, alpha)
+            low, high = (f"{c:.2f}x" if np.isfinite(c) else "unbounded" for c in ci)
             print(f"- {label}: best {best[1]} ({best[0]}) / {baseline} ({base_tm}) at {name} FPR = "
-                  f"{point:.2f}x (95% paired bootstrap {ci[0]}-{ci[1]}x)")
+                  f"{point:.2f}x (95% paired bootstrap {low} to {high})")
 
 
 def main() -> None:

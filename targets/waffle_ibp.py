@@ -84,7 +84,11 @@ class WaffleHyper:
     then start about 20 times smaller than a plain layer's; a diagnostic, not in the paper).
     recipe: literal or ibp-wf; optimizer, adam_lr, temperature_start, temperature_decay,
     temperature_clock, finetune_epochs: the recipe's choices (`_waffle_recipe`; an empty or
-    negative value takes the recipe's, as does eval_threshold; temperature is the final one)."""
+    negative value takes the recipe's, as does eval_threshold; temperature is the final one).
+    kl_weight: the KL's weight in the client's objective, as a multiple of the paper's (eq. 12
+    weighs it 1 per client dataset, 1 / |D_i| per data point); not in the paper, a search
+    choice (0 drops the prior). pi_init: every factor's initial pi (a negative value: the
+    prior's mean (alpha/(alpha+1))^k, IBP-WF's initialisation); not in the paper, a search choice."""
 
     alpha_ratio: float = 1.0
     factors: int = 0
@@ -100,12 +104,15 @@ class WaffleHyper:
     temperature_decay: float = 0.99
     temperature_clock: str = "client"
     finetune_epochs: int = -1
+    kl_weight: float = 1.0
+    pi_init: float = -1.0
 
     def __post_init__(self) -> None:
         recipes.check(self)
-        if min(self.alpha_ratio, self.temperature, self.selection_lr_scale) <= 0 or self.factors < 0:
+        if min(self.alpha_ratio, self.temperature, self.selection_lr_scale) <= 0 or self.factors < 0 \
+                or self.kl_weight < 0 or self.pi_init >= 1:
             raise UserError("waffle-ibp needs alpha_ratio, temperature, selection_lr_scale > 0 "
-                            "and factors >= 0")
+                            "and factors, kl_weight >= 0, pi_init < 1")
         if self.kl_b not in {"concrete", "bernoulli"}:
             raise UserError(f"waffle-ibp kl_b={self.kl_b!r}: use concrete or bernoulli")
 
@@ -135,7 +142,10 @@ class WaffleIBP(FactorSelectionTarget):
 
     def init_selection(self, layer: str, num_factors: int) -> State:
         alpha = self.alpha(layer)
-        return {f"{layer}.pi_logit": ibp.prob_logit(ibp.prior_mean_probs(alpha, num_factors)),
+        pi = ibp.prior_mean_probs(alpha, num_factors)
+        if self.hyper.pi_init >= 0:
+            pi = torch.full((num_factors,), float(self.hyper.pi_init))
+        return {f"{layer}.pi_logit": ibp.prob_logit(pi),
                 f"{layer}.log_c": torch.full((num_factors,), float(torch.log(torch.tensor(alpha)))),
                 f"{layer}.log_d": torch.zeros(num_factors)}
 
@@ -188,6 +198,8 @@ class WaffleIBP(FactorSelectionTarget):
             kl = kl + ibp.ibp_layer_kl(q_logit, c, d, y, noise[f"{layer}.u_v"], self.alpha(layer),
                                        tau, h.kl_b)
         nll = batch.cross_entropy(self.forward(weights, batch.x))
+        if h.kl_weight != 1.0:
+            kl = kl * float(h.kl_weight)
         if tuning is not None:  # no KL while fine-tuning
             return nll + torch.where(tuning, torch.zeros(()), kl / consts["n_train"])
         return nll + kl / consts["n_train"]
@@ -204,6 +216,7 @@ class WaffleIBP(FactorSelectionTarget):
         rec = self.rec
         return IBPStepSpec(chain=chain, alpha={layer: self.alpha(layer) for layer in self.factorized},
                            scale=self.selection_scale, kl_b=self.hyper.kl_b,
+                           kl_weight=float(self.hyper.kl_weight),
                            kappa=rec.kappa if rec.finetune_epochs else None,
                            temperature=lambda consts, step: recipes.temperature(rec, consts, step))
 

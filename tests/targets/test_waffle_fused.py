@@ -21,7 +21,8 @@ RECIPE = Recipe(epochs=3, batch_size=8, lr=0.1)
 HYPERS = [{},  # literal: SGD, constant temperature, no fine-tuning
           {"kl_b": "bernoulli", "selection_lr_scale": 9.0},
           {"recipe": "ibp-wf", "temperature_start": 5.0},  # Adam, annealing, fine-tuning
-          {"recipe": "ibp-wf", "optimizer": "adam-selection", "temperature_clock": "round"}]
+          {"recipe": "ibp-wf", "optimizer": "adam-selection", "temperature_clock": "round"},
+          {"recipe": "ibp-wf", "optimizer": "adam-selection", "kl_weight": 0.1}]  # a weaker KL
 
 
 def _problems(target: Target, datas: list[LocalData]) -> list:  # type: ignore[type-arg]

@@ -136,3 +136,26 @@ def test_selection_health_per_layer_and_group() -> None:
     assert health["groups"]["b"]["between_client_std"] > 0.05
     assert health["all"]["mean_abs_from_prior"] > 0.05
     assert target.summarize({}, [{}, {}], ["a", "a"]) == {}
+
+
+def test_kl_weight_scales_the_prior_term_and_pi_init_sets_the_start() -> None:
+    data = uneven_clients()[1]
+    batch = Batch(data.x_train[:8], data.y_train[:8], torch.full((8,), 1 / 8))
+    losses = {}
+    for weight in (1.0, 0.1, 0.0):
+        target = _target(recipe="ibp-wf", kl_weight=weight)
+        problem = target.start_local(target.init_server(torch.Generator().manual_seed(0)), {}, data)
+        noise = {k: torch.rand(s, generator=torch.Generator().manual_seed(5))
+                 for k, s in target.noise_shapes(problem).items()}
+        losses[weight] = target.local_loss(problem.params, problem.consts, batch, noise, torch.tensor(0))
+    kl = losses[1.0] - losses[0.0]
+    assert float(kl.abs()) > 1e-4  # the KL is there at the paper's weight, and scales
+    torch.testing.assert_close(losses[0.1] - losses[0.0], 0.1 * kl, rtol=1e-4, atol=1e-7)
+    start = _target(pi_init=0.5).init_selection("fc1", 6)["fc1.pi_logit"]
+    assert torch.equal(start, torch.zeros(6))
+    prior = _target().init_selection("fc1", 6)["fc1.pi_logit"]
+    assert bool((prior.diff() < 0).all())  # the default: the stick-breaking prior's mean
+    with pytest.raises(UserError):
+        _target(kl_weight=-1.0)
+    with pytest.raises(UserError):
+        _target(pi_init=1.0)

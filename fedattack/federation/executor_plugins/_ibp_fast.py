@@ -38,6 +38,7 @@ class IBPStepSpec:
     kl_b: str                             # concrete or bernoulli (`ibp.ibp_layer_kl`)
     kappa: float | None                   # fine-tuning threshold; None: no fine-tuning phase
     temperature: Callable[[State, torch.Tensor], float | torch.Tensor]
+    kl_weight: float = 1.0                # the KL's weight, a multiple of 1 / n_train
 
 
 def ibp_spec(target: Target, problem: LocalProblem) -> IBPStepSpec | None:
@@ -131,6 +132,8 @@ def _selections(spec: IBPStepSpec, p: State, consts: State,
         tau = tau.unsqueeze(-1)  # (C,): one temperature per client
     dtype = p[f"{next(iter(spec.alpha))}.pi_logit"].dtype
     k = consts["n_train"].to(dtype).reciprocal().unsqueeze(-1)
+    if spec.kl_weight != 1.0:
+        k = k * spec.kl_weight
     tuning = None
     if spec.kappa is not None:
         tuning = (s >= consts["finetune_from"]).unsqueeze(-1)
