@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from fedattack.atomic import staging_dir
-from fedattack.experiments.backends import make_backend
+from fedattack.experiments.backends import Backend, CellFailed, Outcome, Task, make_backend, run_tasks
 from fedattack.experiments.backends.base import available_cores
 from fedattack.experiments.runner import run_experiment
 from fedattack.experiments.spec import parse
@@ -122,3 +122,32 @@ def test_this_process_is_one_of_the_workers_and_each_uses_its_share_of_the_cores
 def test_one_worker_runs_every_cell_in_this_process(tmp_path: Path) -> None:
     assert sweep(tmp_path, "local", probing_trainer, workers=1, seeds="[0, 1, 2]").trained == 3
     assert {s["pid"] for s in where_cells_ran(tmp_path)} == {os.getpid()}
+
+
+class FirstFailsAtOnce(Backend):
+    """Two slots; the first task fails while the second is submitted but not started."""
+
+    def __init__(self) -> None:
+        super().__init__(workers=2)
+        self.queue: list[Task] = []
+        self.ran: list[str] = []
+
+    def submit(self, task: Task, alone: bool) -> None:
+        self.queue.append(task)
+
+    def next_done(self) -> tuple[Task, Outcome]:
+        task = self.queue.pop(0)
+        self.ran.append(task.label)
+        return task, Outcome(0.0, "boom" if task.label == "a" else None)
+
+    def drop_queued(self) -> int:
+        dropped, self.queue = len(self.queue), []
+        return dropped
+
+
+def test_after_a_failure_no_queued_cell_starts(tmp_path: Path) -> None:
+    backend = FirstFailsAtOnce()
+    tasks = [Task(label, tmp_path / label, lambda: None) for label in "abc"]
+    with pytest.raises(CellFailed, match="a failed: boom"):
+        run_tasks(backend, tasks, lambda task, outcome: None)
+    assert backend.ran == ["a"]

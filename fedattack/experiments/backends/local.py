@@ -87,6 +87,10 @@ class LocalBackend(Backend):
                 future = done.pop()
                 return self.running.pop(future), _outcome(future)
 
+    def drop_queued(self) -> int:
+        dropped, self.here = len(self.here), []
+        return dropped
+
     def stop(self, abort: bool) -> None:
         self.here.clear()
         pool, self.pool = self.pool, None
