@@ -26,7 +26,9 @@ used for ranking only). Certified answers come first, then the sparsest (most ex
 mixture lights the union of its images' pixels). Peeling: the pixels whose answer was not
 certified are solved again with the certified images' pixels made dearer, so that the least
 bright answer leaves the images already found and reaches an image that shares pixels with them
-(off by default: on MNIST it certified no further image). Needs N below the layer's width (else the span is everything) and a first layer that is fully
+(off by default: on MNIST it certified no further image).
+
+Needs N below the layer's width (else the span is everything) and a first layer that is fully
 connected on the pixels (a convolution's update is not A X^T over whole images); the attack
 falls back to its optimiser otherwise and says so.
 """
