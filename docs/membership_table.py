@@ -76,7 +76,8 @@ def loss_row(tm: str, results: list[AttackResult]) -> str:
         return f"{np.mean(values) * scale:.3g} ± {np.std(values) * scale:.2g} (victim mean)" if values else "n/m"
 
     acc = np.mean([r.baselines["loss-threshold"]["accuracy"] for r in results]) * 100
-    return (f"| {tm} | loss threshold (baseline) | {len(results)} | as above | {acc:.1f} | {mean('auc')} | "
+    ids = ", ".join(str(r.victim) for r in sorted(results, key=lambda r: r.victim))
+    return (f"| {tm} | loss threshold (baseline) | {ids} (victim mean) | as above | {acc:.1f} | {mean('auc')} | "
             f"{mean('tpr_at_1fpr')} | {mean('tpr_at_01fpr')} |")
 
 

@@ -7,6 +7,9 @@ space, plus the constant image (a per-channel affine normalisation shifts the im
 constant), is exactly the span of the N images: nothing about the number of epochs hides it
 (Dimitrov et al. 2022 simulate the run instead; Kariyappa et al. 2023 unmix a single gradient's
 layer by ICA, which separates poorly here: digits overlap, so they are far from independent).
+The pixels that no image of the client lights all feed the layer the same normalised black, so
+their columns of the update are equal (`dark_pixels`); pinning them at zero takes the constant
+image, and the inverted images 1 - x it brings, out of the span (`without_dark`).
 
 Images are non-negative, and an image with a pixel that no other image of the set lights is an
 extreme ray of the cone {x in span : x >= 0}. So, per candidate pixel p, a linear program finds
@@ -22,7 +25,9 @@ non-image ray of the cone is not (`quantisation_error`: a prior any attacker of 
 used for ranking only). Certified answers come first, then the sparsest (most exact zeros: a
 mixture lights the union of its images' pixels). Peeling: the pixels whose answer was not
 certified are solved again with the certified images' pixels made dearer, so that the least
-bright answer leaves the images already found and reaches an image that shares pixels with them.
+bright answer leaves the images already found and reaches an image that shares pixels with them
+(off by default: on MNIST it certified no further image).
+
 Needs N below the layer's width (else the span is everything) and a first layer that is fully
 connected on the pixels (a convolution's update is not A X^T over whole images); the attack
 falls back to its optimiser otherwise and says so.
