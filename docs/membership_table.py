@@ -1,6 +1,7 @@
 """The membership table of docs/privacy.md from result folders (`fedattack evaluate --out`).
 
     .venv/bin/python docs/membership_table.py RESULTS [RESULTS ...] [--baseline membership] [--per-victim]
+    .venv/bin/python docs/membership_table.py --sweep SWEEP   # an experiment's --out (Table 3)
 
 One row per (attack, threat model): victims, members and non-members (pooled), balanced
 accuracy (mean over victims), and AUC, TPR at 1% and 0.1% FPR of every victim's queries pooled,
@@ -16,6 +17,7 @@ baseline's on the same victims and queries, with a paired bootstrap interval of 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -29,7 +31,7 @@ def load(folders: list[str]) -> list[AttackResult]:
     out = []
     for folder in folders:
         for path in sorted(Path(folder).glob("*.json")):
-            if path.name != "summary.json":
+            if path.name not in ("summary.json", "cell.json"):
                 r = AttackResult.load(path)
                 if r.applicable and "membership" in r.extra:
                     out.append(r)
@@ -175,14 +177,39 @@ def ratios(groups: Groups, baseline: str) -> None:
                   f"{point:.2f}x (95% paired bootstrap {low} to {high})")
 
 
+def sweep_table(folder: str) -> None:
+    """One row per federation x attack result of an experiment folder (`fedattack experiment run
+    --out`): method, local epochs, seed, the federation's mean local test accuracy, and the
+    result's own metrics with its stored bootstrap intervals."""
+    root = Path(folder)
+    print("| method | local epochs | seed | utility (%) | threat model | attack | reconstruction | "
+          "members / non-members | AUC | TPR @ 1% FPR (%) | TPR @ 0.1% FPR (%) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for run in sorted((root / "runs").iterdir(), key=lambda p: p.name):
+        spec = json.loads((run / "federation.json").read_text())["spec"]
+        final = json.loads((run / "metrics.json").read_text())["final"]["mean"]
+        for r in sorted(load([str(d) for d in (root / "results" / run.name).glob("[!.]*") if d.is_dir()]),
+                        key=lambda r: (r.threat_model, r.attack, r.reconstruction)):
+            m, ci = r.metrics, r.extra["membership"].get("ci", {})
+            print(f"| {spec['method']} | {spec['recipe']['epochs']} | {spec['seed']} | {final:.2f} | "
+                  f"{r.threat_model} | {r.attack} | {r.reconstruction} | {r.extra['membership']['members']} / "
+                  f"{r.extra['membership']['nonmembers']} | {cell(m.get('auc'), ci.get('auc'), 1.0, 3)} | "
+                  f"{cell(m.get('tpr_at_1fpr'), ci.get('tpr_at_1fpr'))} | "
+                  f"{cell(m.get('tpr_at_01fpr'), ci.get('tpr_at_01fpr'))} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("folders", nargs="+")
+    parser.add_argument("folders", nargs="*")
+    parser.add_argument("--sweep", default=None, help="An experiment's output folder: its Table 3 rows.")
     parser.add_argument("--baseline", default="membership")
     parser.add_argument("--per-victim", action="store_true", help="Also one row per victim.")
     parser.add_argument("--run", default=None, help="Also print the victims' uplink accuracy on this run.")
     parser.add_argument("--data-root", default=None)
     args = parser.parse_args()
+    if args.sweep:
+        sweep_table(args.sweep)
+        return
     results = load(args.folders)
     if args.run:
         uplink_accuracy(args.run, sorted({r.victim for r in results}), args.data_root)
