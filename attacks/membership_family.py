@@ -134,7 +134,9 @@ class MembershipAttack(Attack):
 
 
 def per_query(scores: np.ndarray, is_member: np.ndarray) -> dict[str, list]:
-    """Each query's score (6 significant digits) and membership, in query order: what a report of
+    """Each query's score (10 significant digits: RMIA's strongest members differ from the top
+    non-members in the 5th-7th digit, and a TPR at 0.1% FPR recomputed from rounded scores
+    must not turn them into ties) and membership, in query order: what a report of
     per-example vulnerability reads. Non-finite scores are stored as None (JSON has no inf)."""
-    rounded = [float(f"{s:.6g}") if np.isfinite(s) else None for s in scores.tolist()]
+    rounded = [float(f"{s:.10g}") if np.isfinite(s) else None for s in scores.tolist()]
     return {"score": rounded, "member": [int(m) for m in is_member.tolist()]}

@@ -3,15 +3,18 @@
     flock /work/bench.lock .venv/bin/python benchmarks/bench_sweep.py --workers 2 --json sweep.json
 
 The sweep is 4 methods x 2 seeds of the quickstart's federation (digits, 10 clients, all of
-them every round, E = 1, B = 10, batched executor), each a few seconds of training. Every
-backend runs it from an empty output folder in this one process, in turn: `sequential` (this
-process, one cell after another: what `fedattack experiment run` did before backends),
-`local` (`--workers` spawned worker processes, cores // workers torch threads each) and `ray`
-(a local Ray instance of `--workers` CPUs started for the run and shut down after it). A cell's
-time is its wall time in the worker; a backend's total includes starting its workers (imports
-of torch and fedattack in each new process) and, for Ray, starting and stopping the instance.
-The run directories of the three backends are then compared file by file (everything but the
-manifest, which holds wall times): the table says whether they are bit-identical.
+them every round, E = 1, B = 10, batched executor), each a few seconds of training at 50 rounds
+(`--rounds 50 400` times it with short and with longer cells). Every backend runs it from an
+empty output folder in this one process, in turn: `sequential` (this process, one cell after
+another: what `fedattack experiment run` did before backends), `local` (this process and
+`--workers` - 1 spawned worker processes, kept for the whole run and handed cells as they free
+up, cores // workers torch threads each) and `ray` (a local Ray instance of `--workers` CPUs
+started for the run and shut down after it). An untimed one-round run first imports torch and
+fedattack and loads digits in this process, as the command has done by the time it plans. A
+cell's time is its wall time where it ran; a backend's total includes starting its workers
+(imports of torch and fedattack in each new process) and, for Ray, starting and stopping the
+instance. The run directories of the backends are then compared file by file (everything but
+the manifest, which holds wall times): the table says whether they are bit-identical.
 """
 
 from __future__ import annotations
@@ -79,23 +82,33 @@ def digests(out: Path) -> dict[str, str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=50)
+    parser.add_argument("--rounds", type=int, nargs="+", default=[50], help="one table per value")
     parser.add_argument("--backends", nargs="+", default=["sequential", "local", "ray"])
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     torch.set_num_threads(1)  # as `fedattack experiment run` sets in its own process
     os.environ.setdefault("RAY_raylet_start_wait_time_s", "120")  # Ray's 60 s is too short under load
     root = Path(tempfile.mkdtemp(prefix="bench-sweep-"))
+    tables = {}
     try:
         run("sequential", 1, 1, root / "warm-up")  # imports and the digits cache, untimed
-        rows = [run(name, args.workers, args.rounds, root / name) for name in args.backends]
-        reference = digests(root / args.backends[0])
-        for row in rows:
-            row["identical"] = "failed" not in row and digests(root / row["backend"]) == reference
+        for rounds in args.rounds:
+            rows = [run(name, args.workers, rounds, root / f"{name}-{rounds}") for name in args.backends]
+            reference = digests(root / f"{args.backends[0]}-{rounds}")
+            for row in rows:
+                row["identical"] = "failed" not in row and digests(root / f"{row['backend']}-{rounds}") == reference
+            tables[rounds] = rows
     finally:
         shutil.rmtree(root, ignore_errors=True)
+    for rounds, rows in tables.items():
+        table(rows, rounds, args.workers)
+    if args.json:
+        args.json.write_text(json.dumps({str(r): rows for r, rows in tables.items()}, indent=1))
+
+
+def table(rows: list[dict[str, Any]], rounds: int, workers: int) -> None:
     base = rows[0]["seconds"]
-    print(f"8 digits federations ({args.rounds} rounds each), {args.workers} workers, "
+    print(f"8 digits federations ({rounds} rounds each), {workers} workers, "
           f"{os.cpu_count()} cores, torch {torch.__version__}")
     print("| backend | seconds | speed-up vs one after another | sum of cell times | bit-identical "
           "| load before/after |")
@@ -107,8 +120,6 @@ def main() -> None:
         print(f"| {row['backend']} | {row['seconds']:.1f} | {base / row['seconds']:.2f}x | "
               f"{row['cell_seconds']:.1f} | {'yes' if row['identical'] else 'NO'} | "
               f"{row['load_before']} / {row['load_after']} |")
-    if args.json:
-        args.json.write_text(json.dumps(rows, indent=1))
 
 
 if __name__ == "__main__":

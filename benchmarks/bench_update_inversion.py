@@ -2,7 +2,8 @@
 
     nice -n 5 .venv/bin/python benchmarks/bench_update_inversion.py --threads 2
     FEDATTACK_DATA=/work/shared/datasets .venv/bin/python benchmarks/bench_update_inversion.py \\
-        --dataset mnist --model mnist-mlp --work 1x1 1x10
+        --dataset mnist --model mnist-mlp --lr 0.04 --attacks update-inversion \\
+        --work 1x1 1x10 1e50b5 5e50b5 --set start=first-layer --threads 2
 
 Each workload is one FedAvg client's local run from the model's seeded initialisation, on the
 first N training images: 1 step of 1 image, 1 step of 10, 1 epoch of 50 in batches of 5, 5

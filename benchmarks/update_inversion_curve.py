@@ -9,7 +9,8 @@ per victim). Per point it pools the victims' matched pairs (the per-image PSNR a
 SSIM and the label accuracy, with 95% percentile bootstrap intervals (2,000 resamples, seed 0)
 over victims (whole victims resampled, images kept together: they share one update) when
 there are at least 3 of them, else over images (said in the table: images of one victim are
-not independent, so that interval is too narrow). `--figure` draws reconstructions above the
+not independent, so that interval is too narrow); the share's interval over images and each
+victim's share are given beside it. `--figure` draws reconstructions above the
 real training images they were matched to, best PSNR first, from the results' PNG rows.
 """
 
@@ -37,11 +38,12 @@ class Point:
     labels: list[float]
     seconds: list[float]
     files: list[Path]
+    victims: list[int]
 
 
 def load_point(spec: str) -> Point:
     series, work, folders = spec.split("|")
-    point = Point(series, work, Path(folders.split(",")[0]), [], [], [], [], [])
+    point = Point(series, work, Path(folders.split(",")[0]), [], [], [], [], [], [])
     for path in sorted(p for folder in folders.split(",") for p in Path(folder).glob("*.json")):
         if path.name == "summary.json":
             continue
@@ -54,13 +56,16 @@ def load_point(spec: str) -> Point:
         point.labels.append(float(result["metrics"].get("label_accuracy", float("nan"))))
         point.seconds.append(float(result["seconds"]))
         point.files.append(path)
+        point.victims.append(int(result["victim"]))
     return point
 
 
-def bootstrap(groups: list[np.ndarray], stat: Callable[[np.ndarray], float]) -> tuple[float, float, str]:
-    """95% percentile interval of `stat` over the pooled values: victims resampled when >= 3."""
+def bootstrap(groups: list[np.ndarray], stat: Callable[[np.ndarray], float],
+              over: str = "auto") -> tuple[float, float, str]:
+    """95% percentile interval of `stat` over the pooled values: whole victims resampled
+    (over="victims", or "auto" with >= 3 of them), else single images (over="images")."""
     rng = np.random.default_rng(0)
-    if len(groups) >= 3:
+    if over == "victims" or (over == "auto" and len(groups) >= 3):
         draws = [stat(np.concatenate([groups[i] for i in rng.integers(0, len(groups), len(groups))]))
                  for _ in range(RESAMPLES)]
         unit = "victims"
@@ -81,23 +86,36 @@ def row(point: Point) -> dict[str, object]:
     share_ci, mean_ci = bootstrap(point.psnr, share), bootstrap(point.psnr, lambda v: float(v.mean()))
     return {"series": point.series, "work": point.work, "victims": len(point.psnr), "images": len(pooled),
             "share": share(pooled), "share_ci": share_ci[:2], "unit": share_ci[2],
+            "share_ci_images": bootstrap(point.psnr, share, over="images")[:2],
+            "per_victim": [share(v) for v in point.psnr], "victim_ids": point.victims,
             "psnr_mean": float(pooled.mean()), "psnr_ci": mean_ci[:2], "psnr_median": float(np.median(pooled)),
             "ssim_mean": float(np.concatenate(point.ssim).mean()), "label_accuracy": float(np.mean(point.labels)),
             "seconds": float(np.mean(point.seconds))}
 
 
 def table(rows: list[dict[str, object]]) -> str:
-    lines = ["| series | local work | victims | images | recovered > 20 dB (95% CI) | PSNR mean (95% CI) "
-             "| PSNR median | SSIM mean | label accuracy | s / victim |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| series | local work | victims | images | recovered > 20 dB (95% CI) | CI over images "
+             "| per victim | PSNR mean (95% CI) | PSNR median | SSIM mean | label accuracy | s / victim |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lo, hi = r["share_ci"]  # type: ignore[misc]
         plo, phi = r["psnr_ci"]  # type: ignore[misc]
         lines.append(f"| {r['series']} | {r['work']} | {r['victims']} | {r['images']} | "
                      f"{100 * r['share']:.0f}% ({100 * lo:.0f}-{100 * hi:.0f}, over {r['unit']}) | "  # type: ignore[operator]
+                     f"{images_ci(r)} | {per_victim(r)} | "
                      f"{r['psnr_mean']:.1f} ({plo:.1f}-{phi:.1f}) | {r['psnr_median']:.1f} | "
                      f"{r['ssim_mean']:.3f} | {100 * r['label_accuracy']:.0f}% | {r['seconds']:.0f} |")  # type: ignore[operator]
     return "\n".join(lines) + "\n"
+
+
+def images_ci(r: dict[str, object]) -> str:
+    lo, hi = r["share_ci_images"]  # type: ignore[misc]
+    return f"{100 * lo:.0f}-{100 * hi:.0f}"
+
+
+def per_victim(r: dict[str, object]) -> str:
+    pairs = zip(r["victim_ids"], r["per_victim"])  # type: ignore[call-overload]
+    return ", ".join(f"{i}: {100 * v:.0f}" for i, v in pairs)
 
 
 def plot(rows: list[dict[str, object]], path: Path) -> None:

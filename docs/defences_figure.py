@@ -1,8 +1,14 @@
-"""The table and the privacy-against-utility figure of docs/defences.md, from files only.
+"""The tables and the figure of docs/defences.md, from files only.
 
-Reads, for each setting NAME under a folder: the run directory NAME/ (utility, the accountant's
-epsilon), audits/NAME.json (`fedattack audit`), results/NAME-lira/ and results/NAME-inv/
-(`fedattack evaluate` summaries). Usage: python docs/defences_figure.py FOLDER OUT.png
+    .venv/bin/python docs/defences_figure.py FOLDER docs/defences.png
+
+FOLDER holds `grid/` (the output of `fedattack experiment run fedattack/experiments/defences-dp.toml
+--out FOLDER/grid`: sweep.json, runs/, results/) and `audits/<run folder>.json` (`fedattack audit`
+of each run). One row per run directory under grid/runs, named by its method and its dp-fedavg noise
+multiplier. Membership figures pool every victim's queries (AUC and TPR at 1% FPR with 95%
+stratified bootstrap intervals, `membership_metrics.intervals`; a TPR below 1/#non-members is
+not printed); update inversion pools the victims' matched images (share above 20 dB and mean
+PSNR, 95% percentile bootstrap over victims, images of one victim kept together).
 """
 
 from __future__ import annotations
@@ -14,122 +20,252 @@ from pathlib import Path
 from typing import Any
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from scipy.stats import t  # noqa: E402
 
-LEVELS = ["none", "dp0.01", "dp0.1", "dp1.0"]
-METHODS = {"fedavg": "FedAvg", "waffle": "WAFFLe (ibp-wf)"}
+from fedattack.attacks.membership_metrics import intervals, pooled, ranking  # noqa: E402
+
+METHODS = {"fedavg": "FedAvg", "waffle-ibp": "WAFFLe (searched recipe)"}
+MEMBERSHIP = ("rmia", "lira-offline")
+RECOVERED_DB = 20.0
+NO_DP = 1e-3  # where the undefended cell is drawn on the log sigma axis
 
 
 def read(path: Path) -> Any:
     return json.loads(path.read_text()) if path.exists() else None
 
 
-def interval(mean: float, std: float, n: int) -> str:
-    """mean ± the half-width of a 95% t-interval (std is the population one over n)."""
-    if n < 2:
-        return f"{mean:.2f} (n={n})"
-    half = t.ppf(0.975, n - 1) * std * math.sqrt(n / (n - 1)) / math.sqrt(n)
-    return f"{mean:.2f} ± {half:.2f} (n={n})"
+def sigma_of(spec: dict[str, Any]) -> float | None:
+    return next((float(d["settings"]["noise_multiplier"]) for d in spec.get("defences", [])
+                 if d["name"] == "dp-fedavg"), None)
 
 
-def metric(folder: Path, key: str) -> dict[str, float] | None:
-    summary = read(folder / "summary.json")
-    if not summary:
+def accuracy(run: Path) -> list[float]:
+    metrics = read(run / "metrics.json") or {}
+    return [100 * a for a in metrics.get("rounds", [{}])[-1].get("accuracy", [])]  # stored as fractions
+
+
+def accounting(run: Path) -> dict[str, Any]:
+    manifest = read(run / "federation.json") or {}
+    return next((d["accounting"] for d in manifest.get("defences", []) if "accounting" in d), {})
+
+
+def attack_results(folders: list[Path]) -> dict[str, list[dict[str, Any]]]:
+    """Per-victim results of the sweep's evaluation cells of one run, by attack."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for path in sorted(p for folder in folders for p in folder.glob("*.json")):
+        if path.name in ("summary.json", "cell.json"):
+            continue
+        result = json.loads(path.read_text())
+        if "attack" in result:
+            out.setdefault(result["attack"], []).append(result)
+    return out
+
+
+def membership(results: list[dict[str, Any]]) -> dict[str, Any] | None:
+    usable = [r for r in results if r.get("applicable", True) and "membership" in r.get("extra", {})]
+    if not usable:
         return None
-    for group in summary["groups"]:
-        if key in group["metrics"]:
-            return dict(group["metrics"][key])
-    return None
+    truth, scores = pooled([r["extra"]["membership"]["per_query"] for r in sorted(usable, key=lambda r: r["victim"])])
+    metrics, _ = ranking(truth, scores)
+    return {"victims": len(usable), "members": int(truth.sum()), "nonmembers": int((~truth).sum()),
+            "metrics": metrics, "ci": intervals(truth, scores)}
 
 
-def row(root: Path, method: str, level: str) -> dict[str, Any]:
-    name = f"{method}-{level}"
-    manifest = read(root / name / "federation.json") or {}
-    metrics = read(root / name / "metrics.json") or {}
-    acc = [100 * a for a in metrics.get("rounds", [{}])[-1].get("accuracy", [])]  # stored as fractions
-    eps = next((d["accounting"].get("epsilon") for d in manifest.get("defences", []) if "accounting" in d), None)
-    audit = read(root / "audits" / f"{name}.json") or {}
-    sigma = next((d["settings"]["noise_multiplier"] for d in manifest.get("defences", [])), None)
-    return {"name": name, "method": METHODS[method], "sigma": sigma, "accuracy": acc, "epsilon": eps,
-            "audit": audit, "auc": metric(root / "results" / f"{name}-lira", "auc"),
-            "tpr": metric(root / "results" / f"{name}-lira", "tpr_at_1fpr"),
-            "psnr": metric(root / "results" / f"{name}-inv", "psnr")}
+def inversion(results: list[dict[str, Any]]) -> dict[str, Any] | None:
+    groups = [np.asarray(r["extra"]["reconstruction_match"]["psnr"], float) for r in results
+              if r.get("applicable", True) and "psnr" in r.get("extra", {}).get("reconstruction_match", {})]
+    if not groups:
+        return None
+    rng = np.random.default_rng(0)
+
+    def ci(stat: Any) -> list[float]:
+        draws = [stat(np.concatenate([groups[i] for i in rng.integers(0, len(groups), len(groups))]))
+                 for _ in range(2000)]
+        return [float(v) for v in np.percentile(draws, [2.5, 97.5])]
+
+    def share(v: np.ndarray) -> float:
+        return float((v > RECOVERED_DB).mean())
+
+    everything = np.concatenate(groups)
+    return {"victims": len(groups), "images": len(everything), "share": share(everything),
+            "share_ci": ci(share), "psnr": float(everything.mean()), "psnr_ci": ci(np.mean),
+            "seconds": [r.get("seconds") for r in results]}
+
+
+def rows(root: Path) -> list[dict[str, Any]]:
+    """Every run directory under grid/runs (the sweep's, and any trained beside it with
+    `fedattack train --out grid/runs/NAME`), with the sweep's evaluation cells of it."""
+    sweep = read(root / "grid" / "sweep.json") or {"cells": []}
+    evaluations = [c["folder"] for c in sweep["cells"] if c["kind"] == "evaluation"]
+    out = []
+    for run in sorted(p for p in (root / "grid" / "runs").iterdir() if (p / "federation.json").exists()):
+        manifest = read(run / "federation.json")
+        spec = manifest["spec"]
+        attacks = attack_results([root / "grid" / "results" / e for e in evaluations
+                                  if e.startswith(run.name + "/")])
+        out.append({"folder": run.name, "method": METHODS.get(spec["method"], spec["method"]),
+                    "sigma": sigma_of(spec), "m": round(float(spec["fraction"]) * int(spec["num_clients"])),
+                    "accuracy": accuracy(run), "accounting": accounting(run), "seconds": manifest.get("seconds"),
+                    "membership": {a: membership(attacks.get(a, [])) for a in MEMBERSHIP},
+                    "inversion": inversion(attacks.get("update-inversion", [])),
+                    "diverged": manifest.get("diverged"),
+                    "audit": read(root / "audits" / f"{run.name}.json") or {},
+                    "audit_large": read(root / "audits" / f"large-{run.name}.json") or {}})
+    return sorted(out, key=lambda r: (r["method"], r["m"], -1 if r["sigma"] is None else r["sigma"]))
+
+
+def t_interval(values: list[float]) -> tuple[float, float]:
+    n = len(values)
+    mean = sum(values) / n
+    std = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    return mean, t.ppf(0.975, n - 1) * std / math.sqrt(n)
+
+
+def fmt_acc(values: list[float]) -> str:
+    if len(values) < 2:
+        return "-"
+    mean, half = t_interval(values)
+    return f"{mean:.2f} ± {half:.2f} (n={len(values)})"
+
+
+def fmt_mia(m: dict[str, Any] | None, key: str) -> str:
+    if not m or key not in m["metrics"]:
+        return "-"
+    scale, digits = (1.0, 3) if key == "auc" else (100.0, 1)
+    low, high = m["ci"].get(key, [math.nan, math.nan])
+    return f"{m['metrics'][key] * scale:.{digits}f} [{low * scale:.{digits}f}, {high * scale:.{digits}f}]"
+
+
+def fmt_inv(inv: dict[str, Any] | None) -> str:
+    if not inv:
+        return "-"
+    lo, hi = inv["share_ci"]
+    plo, phi = inv["psnr_ci"]
+    return (f"{inv['share'] * 100:.0f}% [{lo * 100:.0f}, {hi * 100:.0f}]; {inv['psnr']:.1f} dB "
+            f"[{plo:.1f}, {phi:.1f}]")
 
 
 def fmt_eps(value: float | None) -> str:
     return "none" if value is None else f"{value:.3g}"
 
 
-def table(rows: list[dict[str, Any]]) -> str:
-    head = ("| method | sigma | mean local accuracy (%) | LiRA-offline AUC | TPR @ 1% FPR (%) | "
-            "update-inversion PSNR (dB) | accountant epsilon | audit run: claimed epsilon | "
-            "audited epsilon, final model | audited epsilon, every round |")
-    lines = [head, "| " + " | ".join(["---"] * (head.count("|") - 1)) + " |"]
-    for r in rows:
-        acc = r["accuracy"]
-        n = len(acc)
-        mean = sum(acc) / n if n else float("nan")
-        std = math.sqrt(sum((a - mean) ** 2 for a in acc) / n) if n else float("nan")
-        views = r["audit"].get("views", {})
-        cells = [r["method"], "-" if r["sigma"] is None else f"{r['sigma']:g}",
-                 interval(mean, std, n) if n else "-",
-                 interval(r["auc"]["mean"], r["auc"]["std"], r["auc"]["n"]) if r["auc"] else "-",
-                 interval(r["tpr"]["mean"] * 100, r["tpr"]["std"] * 100, r["tpr"]["n"]) if r["tpr"] else "-",
-                 interval(r["psnr"]["mean"], r["psnr"]["std"], r["psnr"]["n"]) if r["psnr"] else "-",
-                 fmt_eps(r["epsilon"]), fmt_eps(r["audit"].get("claimed", {}).get("epsilon")) if r["audit"] else "-"]
-        for view in ("final", "rounds"):
-            v = views.get(view)
-            cells.append(f"{v['epsilon']:.2f} ({v['correct']}/{v['guesses']}, AUC {v['auc']:.2f})" if v else "-")
-        lines.append("| " + " | ".join(cells) + " |")
+def fmt_audit(view: dict[str, Any] | None) -> str:
+    return f"{view['epsilon']:.2f} ({view['correct']}/{view['guesses']}, AUC {view['auc']:.2f})" if view else "-"
+
+
+def sigma_text(sigma: float | None) -> str:
+    return "-" if sigma is None else f"{sigma:g}"
+
+
+def attack_table(rs: list[dict[str, Any]]) -> str:
+    lines = ["| method | m | sigma | mean local accuracy (%) | RMIA AUC | RMIA TPR @ 1% FPR (%) | offline LiRA AUC | "
+             "offline LiRA TPR @ 1% FPR (%) | members / non-members | update inversion: recovered > 20 dB; "
+             "mean PSNR (victims, images) |", "| " + " | ".join(["---"] * 10) + " |"]
+    for r in rs:
+        rmia, lira, inv = r["membership"]["rmia"], r["membership"]["lira-offline"], r["inversion"]
+        sizes = f"{rmia['members']} / {rmia['nonmembers']} ({rmia['victims']} victims)" if rmia else "-"
+        inv_n = f" ({inv['victims']}, {inv['images']})" if inv else ""
+        flag = " (diverged: NaN weights)" if r["diverged"] else ""
+        lines.append(f"| {r['method']} | {r['m']} | {sigma_text(r['sigma'])} | {fmt_acc(r['accuracy'])}{flag} | "
+                     f"{fmt_mia(rmia, 'auc')} | {fmt_mia(rmia, 'tpr_at_1fpr')} | {fmt_mia(lira, 'auc')} | "
+                     f"{fmt_mia(lira, 'tpr_at_1fpr')} | {sizes} | {fmt_inv(inv)}{inv_n} |")
     return "\n".join(lines)
 
 
-def figure(rows: list[dict[str, Any]], out: Path) -> None:
-    """(a) utility against the noise multiplier; (b) epsilon (log scale) against utility: the
-    accountant's (filled) and, where an audit finished, the audited one (hollow)."""
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
-    for method in METHODS.values():
-        mine = [r for r in rows if r["method"] == method and r["accuracy"]]
-        x = [sum(r["accuracy"]) / len(r["accuracy"]) for r in mine]
-        half = [t.ppf(0.975, len(r["accuracy"]) - 1) * _std(r["accuracy"]) / math.sqrt(len(r["accuracy"]))
-                for r in mine]
-        sigma = [r["sigma"] or 1e-3 for r in mine]
-        left.errorbar(sigma, x, yerr=half, marker="o", capsize=3, label=method)
-        dp = [(xi, r) for xi, r in zip(x, mine) if r["epsilon"] is not None]
-        line = right.plot([xi for xi, _ in dp], [r["epsilon"] for _, r in dp], marker="o",
-                          label=f"{method}: accountant")
-        audited = [(xi, r["audit"]["views"]["rounds"]["epsilon"]) for xi, r in dp if r["audit"]]
+def epsilon_table(rs: list[dict[str, Any]]) -> str:
+    lines = ["| method | m | sigma | accountant epsilon: the models | accountant epsilon: each uplink (the server) | "
+             "audit run: claimed | audited, final model | audited, every round | 1,000 canaries: claimed | "
+             "audited, final | audited, every round |", "| " + " | ".join(["---"] * 11) + " |"]
+    for r in rs:
+        acc, audit = r["accounting"], r["audit"]
+        views = audit.get("views", {})
+        claimed = fmt_eps(audit.get("claimed", {}).get("epsilon")) if audit else "-"
+        large = r["audit_large"]
+        big = large.get("views", {})
+        big_claim = fmt_eps(large.get("claimed", {}).get("epsilon")) if large else "-"
+        lines.append(f"| {r['method']} | {r['m']} | {sigma_text(r['sigma'])} | {fmt_eps(acc.get('epsilon'))} | "
+                     f"{fmt_eps(acc.get('epsilon_every_message'))} | {claimed} | {fmt_audit(views.get('final'))} | "
+                     f"{fmt_audit(views.get('rounds'))} | {big_claim} | {fmt_audit(big.get('final'))} | "
+                     f"{fmt_audit(big.get('rounds'))} |")
+    return "\n".join(lines)
+
+
+def figure(rs: list[dict[str, Any]], out: Path) -> None:
+    """(a) utility, (b) RMIA's TPR at 1% FPR, (c) update inversion against sigma; (d) epsilon
+    (log) against utility: the accountant's (filled) and the audited one (hollow; an audited 0
+    is off the log scale). One line per
+    method and clients per round m (solid: m = 10, dashed: m = 100)."""
+    fig, axes = plt.subplots(2, 2, figsize=(11, 8))
+    (util, mia), (inv, eps) = axes
+    series = sorted({(r["method"], r["m"]) for r in rs}, key=lambda s: (list(METHODS.values()).index(s[0]), s[1]))
+    for method, m in series:
+        mine = [r for r in rs if r["method"] == method and r["m"] == m and len(r["accuracy"]) > 1]
+        style = {"color": f"C{list(METHODS.values()).index(method)}", "ls": "-" if m <= 10 else "--",
+                 "marker": "o" if m <= 10 else "s"}
+        label = f"{method}, m = {m}"
+        xs = [r["sigma"] or NO_DP for r in mine]
+        acc = [t_interval(r["accuracy"]) for r in mine]
+        util.errorbar(xs, [a[0] for a in acc], yerr=[a[1] for a in acc], capsize=3, label=label, **style)
+        pts = [(x, r["membership"]["rmia"]) for x, r in zip(xs, mine) if r["membership"]["rmia"]
+               and "tpr_at_1fpr" in r["membership"]["rmia"]["metrics"]]
+        if pts:
+            y = [100 * v["metrics"]["tpr_at_1fpr"] for _, v in pts]
+            err = [[yi - 100 * v["ci"]["tpr_at_1fpr"][0] for yi, (_, v) in zip(y, pts)],
+                   [100 * v["ci"]["tpr_at_1fpr"][1] - yi for yi, (_, v) in zip(y, pts)]]
+            mia.errorbar([x for x, _ in pts], y, yerr=err, capsize=3, label=label, **style)
+        pts = [(x, r["inversion"]) for x, r in zip(xs, mine) if r["inversion"]]
+        if pts:
+            y = [100 * v["share"] for _, v in pts]
+            err = [[yi - 100 * v["share_ci"][0] for yi, (_, v) in zip(y, pts)],
+                   [100 * v["share_ci"][1] - yi for yi, (_, v) in zip(y, pts)]]
+            inv.errorbar([x for x, _ in pts], y, yerr=err, capsize=3, label=label, **style)
+        dp = [(a[0], r) for a, r in zip(acc, mine) if r["accounting"].get("epsilon") is not None]
+        eps.plot([a for a, _ in dp], [r["accounting"]["epsilon"] for _, r in dp], label=f"{label}: accountant",
+                 **style)
+        audits = [(a, r["audit_large"] or r["audit"]) for a, r in dp]
+        audited = [(a, max(v["epsilon"] for v in au["views"].values())) for a, au in audits if au]
+        audited = [(a, e) for a, e in audited if e > 0]
         if audited:
-            right.plot(*zip(*audited), marker="o", ls=":", mfc="none", color=line[0].get_color(),
-                       label=f"{method}: audited (every round)")
-        for xi, r in dp:
-            right.annotate(f"σ={r['sigma']:g}", (xi, r["epsilon"]), fontsize=7, textcoords="offset points",
-                           xytext=(3, 3))
-    left.set_xscale("log")
-    left.set(xlabel="noise multiplier σ (no DP drawn at 1e-3)", ylabel="mean local test accuracy (%)",
-             title="utility against noise (95% CI over clients)")
-    right.set_yscale("log")
-    right.set(xlabel="mean local test accuracy (%)", ylabel="epsilon at δ = 1e-5",
-              title="privacy against utility")
-    left.legend(fontsize=8)
-    right.legend(fontsize=8)
+            eps.plot(*zip(*audited), mfc="none", label=f"{label}: audited (best view; 1,000 canaries where run)",
+                     **{**style, "ls": ":"})
+        for a, r in dp:
+            eps.annotate(f"σ={r['sigma']:g}", (a, r["accounting"]["epsilon"]), fontsize=7,
+                         textcoords="offset points", xytext=(3, 3))
+    mia.axhline(1.0, color="grey", lw=0.8, ls=":", label="chance (TPR = FPR)")
+    if not any(r["inversion"] for r in rs):
+        inv.text(0.5, 0.5, "not measured (see the page)", ha="center", va="center", transform=inv.transAxes)
+    for ax in (util, mia, inv):
+        ax.set_xscale("log")
+        ax.set_xlabel("noise multiplier σ (no DP drawn at 1e-3)")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+    util.set(ylabel="mean local test accuracy (%)", title="(a) utility (95% CI over clients)")
+    mia.set(ylabel="RMIA TPR at 1% FPR (%)", title="(b) membership, server's view (pooled victims, 95% CI)")
+    inv.set(ylabel="training images recovered > 20 dB (%)", title="(c) update inversion, first layer (95% CI)")
+    eps.set_yscale("log")
+    eps.set(xlabel="mean local test accuracy (%)", ylabel="epsilon at δ = 1e-5", title="(d) privacy against utility")
+    eps.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(out, dpi=110)
-
-
-def _std(values: list[float]) -> float:
-    mean = sum(values) / len(values)
-    return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+    fig.savefig(out, dpi=100)
 
 
 def main() -> None:
     root, out = Path(sys.argv[1]), Path(sys.argv[2])
-    rows = [row(root, m, lv) for m in METHODS for lv in LEVELS]
-    print(table(rows))
-    figure(rows, out)
+    rs = rows(root)
+    print(attack_table(rs))
+    print()
+    print(epsilon_table(rs))
+    for r in rs:
+        inv = r["inversion"]
+        print(f"- {r['method']} m {r['m']} sigma {sigma_text(r['sigma'])}: training {r['seconds']} s"
+              + (f", DIVERGED ({', '.join(r['diverged'][:3])})" if r["diverged"] else "")
+              + (f"; inversion s/victim {inv['seconds']}" if inv else "")
+              + f"; audit s {r['audit'].get('seconds', '-')} / {r['audit_large'].get('seconds', '-')}")
+    figure(rs, out)
 
 
 if __name__ == "__main__":

@@ -1,24 +1,29 @@
 """The membership table of docs/privacy.md from result folders (`fedattack evaluate --out`).
 
-    .venv/bin/python docs/membership_table.py RESULTS [RESULTS ...] [--baseline membership]
+    .venv/bin/python docs/membership_table.py RESULTS [RESULTS ...] [--baseline membership] [--per-victim]
+    .venv/bin/python docs/membership_table.py --sweep SWEEP   # an experiment's --out (Table 3)
 
 One row per (attack, threat model): victims, members and non-members (pooled), balanced
 accuracy (mean over victims), and AUC, TPR at 1% and 0.1% FPR of every victim's queries pooled,
 each with a 95% stratified bootstrap interval (`membership_metrics.intervals`); a TPR at an FPR
-below 1/#non-members is printed as "n/m". Then, per threat model, the best attack's TPR at 1%
-FPR over the baseline's on the same victims and queries, with a paired bootstrap interval of
-the ratio (members and non-members resampled, the same draw for both attacks).
+below 1/#non-members is printed as "n/m". With --per-victim, the same row for every victim
+alone under its pooled row (the issue's victim x attack x threat model table). Then, per
+threat model and over all of them, the best attack's TPR at 1% and at 0.1% FPR over the
+baseline's on the same victims and queries, with a paired bootstrap interval of the ratio
+(members and non-members resampled, the same draw for both attacks). The baseline of the
+"all threat models" line is the eavesdropper's (the weakest adversary that runs it).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
 import numpy as np
 
-from fedattack.attacks.membership_metrics import intervals, pooled, ranking, tpr_at_fpr
+from fedattack.attacks.membership_metrics import intervals, measurable, pooled, ranking, tpr_at_fpr
 from fedattack.results import AttackResult
 
 
@@ -26,7 +31,7 @@ def load(folders: list[str]) -> list[AttackResult]:
     out = []
     for folder in folders:
         for path in sorted(Path(folder).glob("*.json")):
-            if path.name != "summary.json":
+            if path.name not in ("summary.json", "cell.json"):
                 r = AttackResult.load(path)
                 if r.applicable and "membership" in r.extra:
                     out.append(r)
@@ -54,12 +59,13 @@ def ratio_interval(truth: np.ndarray, best: np.ndarray, base: np.ndarray, alpha:
     def tpr(s: np.ndarray, m: np.ndarray, n: np.ndarray) -> float:
         return float(tpr_at_fpr(s[m], s[n], alpha))
 
-    point = tpr(best, mem, non) / max(tpr(base, mem, non), 1e-12)
-    draws = []
-    for _ in range(resamples):
-        m, n = rng.choice(mem, len(mem)), rng.choice(non, len(non))
-        draws.append(tpr(best, m, n) / max(tpr(base, m, n), 1e-12))
-    return point, np.quantile(draws, [0.025, 0.975]).round(2).tolist()
+    def ratio(m: np.ndarray, n: np.ndarray) -> float:
+        """Infinite where the baseline finds no member at all (an unbounded ratio, not 1e12)."""
+        b = tpr(base, m, n)
+        return tpr(best, m, n) / b if b > 0 else np.inf
+
+    draws = [ratio(rng.choice(mem, len(mem)), rng.choice(non, len(non))) for _ in range(resamples)]
+    return ratio(mem, non), np.quantile(draws, [0.025, 0.975], method="inverted_cdf").round(2).tolist()
 
 
 def loss_row(tm: str, results: list[AttackResult]) -> str:
@@ -72,7 +78,8 @@ def loss_row(tm: str, results: list[AttackResult]) -> str:
         return f"{np.mean(values) * scale:.3g} ± {np.std(values) * scale:.2g} (victim mean)" if values else "n/m"
 
     acc = np.mean([r.baselines["loss-threshold"]["accuracy"] for r in results]) * 100
-    return (f"| {tm} | loss threshold (baseline) | {len(results)} | as above | {acc:.1f} | {mean('auc')} | "
+    ids = ", ".join(str(r.victim) for r in sorted(results, key=lambda r: r.victim))
+    return (f"| {tm} | loss threshold (baseline) | {ids} (victim mean) | as above | {acc:.1f} | {mean('auc')} | "
             f"{mean('tpr_at_1fpr')} | {mean('tpr_at_01fpr')} |")
 
 
@@ -103,52 +110,115 @@ def uplink_accuracy(run_dir: str, victims: list[int], data_root: str | None) -> 
               f"local test {acc[1] * 100:.1f}% ({len(data.y_test)})")
 
 
+HEADER = ("| threat model | attack | victims | members / non-members | accuracy (%) | AUC | "
+          "TPR @ 1% FPR (%) | TPR @ 0.1% FPR (%) |\n|---|---|---|---|---|---|---|---|")
+Groups = dict[tuple[str, str], list[AttackResult]]
+
+
+def row(tm: str, attack: str, rs: list[AttackResult], victims: str) -> str:
+    """One table row: the results' queries pooled (one result: that victim alone)."""
+    truth, scores = aligned(rs)
+    metrics, _ = ranking(truth, scores)
+    ci = intervals(truth, scores)
+    acc = np.mean([r.metrics["accuracy"] for r in rs])
+    return (f"| {tm} | {attack} | {victims} | {int(truth.sum())} / {int((~truth).sum())} | {acc * 100:.1f} | "
+            f"{cell(metrics.get('auc'), ci.get('auc'), 1.0, 3)} | "
+            f"{cell(metrics.get('tpr_at_1fpr'), ci.get('tpr_at_1fpr'))} | "
+            f"{cell(metrics.get('tpr_at_01fpr'), ci.get('tpr_at_01fpr'))} |")
+
+
+def table(groups: Groups, baseline: str, per_victim: bool) -> None:
+    print(HEADER)
+    for (tm, attack), rs in sorted(groups.items()):
+        ids = ", ".join(str(r.victim) for r in sorted(rs, key=lambda r: r.victim))
+        print(row(tm, attack, rs, f"{ids} pooled" if len(rs) > 1 else ids))
+        if per_victim and len(rs) > 1:
+            for r in sorted(rs, key=lambda r: r.victim):
+                print(row(tm, attack, [r], f"{r.victim}"))
+        if attack == baseline:
+            print(loss_row(tm, rs))
+
+
+def best_over(groups: Groups, base: list[AttackResult], baseline: str, tms: set[str],
+              alpha: float) -> tuple[str, str] | None:
+    """The (threat model, attack) among `tms` with the highest pooled TPR at `alpha` on the
+    baseline's victims, the baseline itself left out."""
+    victims, key = sorted(r.victim for r in base), {0.01: "tpr_at_1fpr", 0.001: "tpr_at_01fpr"}[alpha]
+    best, best_tpr = None, -1.0
+    for (tm, attack), rs in sorted(groups.items()):
+        if tm not in tms or attack == baseline or sorted(r.victim for r in rs) != victims:
+            continue
+        value = ranking(*aligned(rs))[0].get(key, -1.0)
+        if value > best_tpr:
+            best, best_tpr = (tm, attack), value
+    return best
+
+
+def ratios(groups: Groups, baseline: str) -> None:
+    """Per threat model, and over all threat models against the eavesdropper's baseline."""
+    tms = sorted({tm for tm, _ in groups})
+    scopes = [(tm, tm, {tm}) for tm in tms] + [("all threat models", "eavesdropper", set(tms))]
+    for label, base_tm, among in scopes:
+        base = groups.get((base_tm, baseline))
+        if not base or (label != base_tm and len(among) < 2):
+            continue
+        truth, base_scores = aligned(base)
+        for alpha, name in ((0.01, "1%"), (0.001, "0.1%")):
+            best = best_over(groups, base, baseline, among, alpha)
+            if best is None or not measurable(alpha, int((~truth).sum())):
+                continue
+            best_truth, best_scores = aligned(groups[best])
+            if not np.array_equal(truth, best_truth):
+                print(f"- {label}: {best[1]} and {baseline} judged different queries; no ratio")
+                continue
+            point, ci = ratio_interval(truth, best_scores, base_scores, alpha)
+            low, high = (f"{c:.2f}x" if np.isfinite(c) else "unbounded" for c in ci)
+            print(f"- {label}: best {best[1]} ({best[0]}) / {baseline} ({base_tm}) at {name} FPR = "
+                  f"{point:.2f}x (95% paired bootstrap {low} to {high})")
+
+
+def sweep_table(folder: str) -> None:
+    """One row per federation x attack result of an experiment folder (`fedattack experiment run
+    --out`): method, local epochs, seed, the federation's mean local test accuracy, and the
+    result's own metrics with its stored bootstrap intervals."""
+    root = Path(folder)
+    print("| method | local epochs | seed | utility (%) | threat model | attack | reconstruction | "
+          "members / non-members | AUC | TPR @ 1% FPR (%) | TPR @ 0.1% FPR (%) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for run in sorted((root / "runs").iterdir(), key=lambda p: p.name):
+        spec = json.loads((run / "federation.json").read_text())["spec"]
+        final = json.loads((run / "metrics.json").read_text())["final"]["mean"]
+        for r in sorted(load([str(d) for d in (root / "results" / run.name).glob("[!.]*") if d.is_dir()]),
+                        key=lambda r: (r.threat_model, r.attack, r.reconstruction)):
+            m, ci = r.metrics, r.extra["membership"].get("ci", {})
+            print(f"| {spec['method']} | {spec['recipe']['epochs']} | {spec['seed']} | {final:.2f} | "
+                  f"{r.threat_model} | {r.attack} | {r.reconstruction} | {r.extra['membership']['members']} / "
+                  f"{r.extra['membership']['nonmembers']} | {cell(m.get('auc'), ci.get('auc'), 1.0, 3)} | "
+                  f"{cell(m.get('tpr_at_1fpr'), ci.get('tpr_at_1fpr'))} | "
+                  f"{cell(m.get('tpr_at_01fpr'), ci.get('tpr_at_01fpr'))} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("folders", nargs="+")
+    parser.add_argument("folders", nargs="*")
+    parser.add_argument("--sweep", default=None, help="An experiment's output folder: its Table 3 rows.")
     parser.add_argument("--baseline", default="membership")
+    parser.add_argument("--per-victim", action="store_true", help="Also one row per victim.")
     parser.add_argument("--run", default=None, help="Also print the victims' uplink accuracy on this run.")
     parser.add_argument("--data-root", default=None)
     args = parser.parse_args()
+    if args.sweep:
+        sweep_table(args.sweep)
+        return
     results = load(args.folders)
     if args.run:
         uplink_accuracy(args.run, sorted({r.victim for r in results}), args.data_root)
-    groups: dict[tuple[str, str], list[AttackResult]] = {}
+    groups: Groups = {}
     for r in results:
         groups.setdefault((r.threat_model, r.attack), []).append(r)
-    print("| threat model | attack | victims | members / non-members | accuracy (%) | AUC | "
-          "TPR @ 1% FPR (%) | TPR @ 0.1% FPR (%) |")
-    print("|---|---|---|---|---|---|---|---|")
-    for (tm, attack), rs in sorted(groups.items()):
-        truth, scores = aligned(rs)
-        metrics, _ = ranking(truth, scores)
-        ci = intervals(truth, scores)
-        acc = np.mean([r.metrics["accuracy"] for r in rs])
-        print(f"| {tm} | {attack} | {len(rs)} | {int(truth.sum())} / {int((~truth).sum())} | {acc * 100:.1f} | "
-              f"{cell(metrics.get('auc'), ci.get('auc'), 1.0, 3)} | "
-              f"{cell(metrics.get('tpr_at_1fpr'), ci.get('tpr_at_1fpr'))} | "
-              f"{cell(metrics.get('tpr_at_01fpr'), ci.get('tpr_at_01fpr'))} |")
-        if attack == args.baseline:
-            print(loss_row(tm, rs))
+    table(groups, args.baseline, args.per_victim)
     print()
-    for tm in sorted({tm for tm, _ in groups}):
-        base = groups.get((tm, args.baseline))
-        if not base:
-            continue
-        truth, base_scores = aligned(base)
-        victims = sorted(r.victim for r in base)
-        best_name, best_tpr = None, -1.0
-        for (t, attack), rs in groups.items():
-            if t != tm or attack == args.baseline or sorted(r.victim for r in rs) != victims:
-                continue
-            value = ranking(*aligned(rs))[0].get("tpr_at_1fpr", -1.0)
-            if value > best_tpr:
-                best_name, best_tpr = attack, value
-        if best_name is None:
-            continue
-        point, ci = ratio_interval(truth, aligned(groups[(tm, best_name)])[1], base_scores)
-        print(f"- {tm}: best {best_name} / {args.baseline} at 1% FPR = {point:.2f}x "
-              f"(95% paired bootstrap {ci[0]}-{ci[1]}x)")
+    ratios(groups, args.baseline)
 
 
 if __name__ == "__main__":

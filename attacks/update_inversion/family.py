@@ -9,6 +9,7 @@ it registers nothing itself.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
@@ -21,13 +22,14 @@ from fedattack.attacks.truth import GroundTruth
 from fedattack.attacks.update_inversion.joint import Inverted
 from fedattack.attacks.update_inversion.labels import count_accuracy
 from fedattack.attacks.update_inversion.problem import VictimUpdate, recover_labels, victim_update
-from fedattack.attacks.update_inversion.unmix import first_layer_update, order_by_labels, unmix
+from fedattack.attacks.update_inversion.unmix import Search, Unmixed, first_layer_update, order_by_labels, unmix
 from fedattack.registry import UserError
 from fedattack.results import Metric
 
 SELECTIONS = ("strategy", "adaptive")
 LABELS = ("threat-model", "recovered")
 STARTS = ("random", "first-layer")
+RANKS = ("quantised", "sparsity")
 ON = 0.5  # a relaxed selection entry counts as "factor on" from here (as the strategies' scores)
 
 
@@ -58,8 +60,10 @@ class InversionSettings:
     attacker of the FL literature on a threat model that would know them. start: "random"
     optimises from noise; "first-layer" reads the images off a fully connected first layer's
     update (`unmix`: the non-negative images of its row space, one linear program per candidate
-    pixel, `programs` of them) and skips the optimiser, falling back to it (said in the result)
-    where that does not apply."""
+    pixel, `programs` of them, 0 for every lit pixel; `peel` further rounds steer away from the
+    images found; `rank` "quantised" trusts answers with integer pixel levels first, see
+    `unmix.Search`) and skips the optimiser, falling back to it (said in the result) where that
+    does not apply."""
 
     iterations: int = 300
     step_size: float = 0.3
@@ -69,7 +73,9 @@ class InversionSettings:
     selection: str = "strategy"
     labels: str = "threat-model"
     start: str = "random"
-    programs: int = 300
+    programs: int = 0
+    peel: int = 0
+    rank: str = "quantised"
 
     def __post_init__(self) -> None:
         if self.iterations < 1 or self.restarts < 1 or self.step_size <= 0 or self.tv < 0:
@@ -78,8 +84,10 @@ class InversionSettings:
             raise UserError(f"distance {self.distance!r} must be cosine or l2")
         if self.selection not in SELECTIONS:
             raise UserError(f"selection {self.selection!r} must be one of {', '.join(SELECTIONS)}")
-        if self.start not in STARTS or self.programs < 1:
-            raise UserError(f"start {self.start!r} must be one of {', '.join(STARTS)}, programs >= 1")
+        if self.start not in STARTS or self.programs < 0 or self.peel < 0:
+            raise UserError(f"start {self.start!r} must be one of {', '.join(STARTS)}, programs and peel >= 0")
+        if self.rank not in RANKS:
+            raise UserError(f"rank {self.rank!r} must be one of {', '.join(RANKS)}")
         if self.labels not in LABELS:
             raise UserError(f"labels {self.labels!r} must be one of {', '.join(LABELS)}")
 
@@ -89,6 +97,7 @@ class UpdateInversionFamily(DataReconstruction):
 
     metrics: ClassVar[tuple[Metric, ...]] = UPDATE_INVERSION_METRICS
     fast_settings: ClassVar[dict[str, Any]] = {"iterations": 2}
+    _unmixed: tuple[tuple[str, int, tuple[int, ...]], Unmixed] | None = None
 
     def invert(self, update: VictimUpdate, labels: torch.Tensor, gen: torch.Generator) -> Inverted:
         raise NotImplementedError
@@ -113,14 +122,24 @@ class UpdateInversionFamily(DataReconstruction):
         layer = first_layer_update(update.start, update.after, update.shape)
         if layer is None:
             return None, "the optimiser from noise: no fully connected first layer on the wire"
-        images = unmix(layer, len(labels), update.shape, gen, self.settings.programs)
-        if images is None:
-            return None, (f"the optimiser from noise: {len(labels)} images do not unmix from a first layer "
-                          f"of {layer.shape[0]} units")
+        unmixed = self.unmixed(layer, len(labels), update.shape, gen)
+        if unmixed.images is None:
+            return None, f"the optimiser from noise: {unmixed.note}"
         held = update.extras.initial()
         uplinked = {**held, **update.start, **update.after}
-        return Inverted(order_by_labels(update.forward, uplinked, images, labels), {k: v for k, v in held.items()
-                        if k in update.extras.free}, float("nan")), "the first layer's update (unmix)"
+        ordered = order_by_labels(update.forward, uplinked, unmixed.images, labels)
+        free = {k: v for k, v in held.items() if k in update.extras.free}
+        return Inverted(ordered, free, float("nan")), f"the first layer's update (unmix: {unmixed.note})"
+
+    def unmixed(self, layer: torch.Tensor, n: int, shape: tuple[int, ...], gen: torch.Generator) -> Unmixed:
+        """`unmix`, remembered for the last layer seen: every reconstruction strategy of one
+        victim uplinks the same first layer (a hidden selection does not enter it), so the
+        linear programs are solved once per victim, not once per strategy."""
+        s = self.settings
+        key = (hashlib.sha256(layer.numpy().tobytes() + gen.get_state().numpy().tobytes()).hexdigest(), n, shape)
+        if self._unmixed is None or self._unmixed[0] != key:
+            self._unmixed = (key, unmix(layer, n, shape, gen, Search(programs=s.programs, peel=s.peel, rank=s.rank)))
+        return self._unmixed[1]
 
     def score(self, guesses: Reconstructions, truth: GroundTruth) -> Scored:
         scored = super().score(guesses, truth)

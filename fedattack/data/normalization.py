@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import torch
@@ -43,9 +44,7 @@ class Normalization:
 
     def apply(self, x: torch.Tensor) -> torch.Tensor:
         """Normalised x, elementwise, so a batch gives the same bits as its rows one by one."""
-        shape = (len(self.mean), 1, 1)
-        mean = torch.tensor(self.mean, dtype=x.dtype, device=x.device).view(shape)
-        std = torch.tensor(self.std, dtype=x.dtype, device=x.device).view(shape)
+        mean, std = _as_tensors(self.mean, self.std, x.dtype, x.device)
         return (x - mean) / std
 
     def to_json(self) -> dict[str, list[float]]:
@@ -61,6 +60,19 @@ class Normalization:
         except (KeyError, TypeError, ValueError):
             raise UserError(f"the manifest's normalization {data!r} is not a per-channel "
                             "mean and std") from None
+
+
+@lru_cache(maxsize=64)
+def _as_tensors(mean: tuple[float, ...], std: tuple[float, ...], dtype: torch.dtype,
+                device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """The statistics as (C, 1, 1) tensors, built once per dtype and device: building them on
+    every forward pass cost about 4% of `evaluate --attack all` on digits (profiled: 79,000
+    forward passes, two `torch.tensor` calls each). Never inference tensors, which autograd
+    could not use later."""
+    shape = (len(mean), 1, 1)
+    with torch.inference_mode(False):
+        return (torch.tensor(mean, dtype=dtype, device=device).view(shape),
+                torch.tensor(std, dtype=dtype, device=device).view(shape))
 
 
 def channel_statistics(x_train: torch.Tensor) -> Normalization:

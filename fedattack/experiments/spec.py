@@ -37,6 +37,7 @@ naming it, because a misspelt key that is silently ignored gives a plausible wro
     max-queries = 1000                # most members judged per victim
     nonmembers = 1000                 # non-members judged per victim (at least as many as members)
     seeds = [0]
+    executor = "batched"              # trains shadow and reference models [default: sequential]
     [evaluation.settings]             # attack settings; each goes to every attack that has it
     shadows = 3
     [evaluation.grid]                 # as [federation.grid], e.g. "settings.shadows" = [2, 4]
@@ -64,7 +65,7 @@ FEDERATION_KEYS = {"method", "methods", "partition", "partitions", "seed", "seed
                    "executor", "partition_options", "hyper", "by_method", "normalize", "defences", "grid"}
 EVALUATION_KEYS = {"methods", "datasets", "partitions", "threat_models", "attacks", "reconstructions",
                    "victims", "aux_size", "eval_size", "max_queries", "nonmembers", "seeds",
-                   "settings", "grid"}
+                   "executor", "settings", "grid"}
 OPAQUE = {"partition_options", "hyper", "settings"}  # option tables passed on to their owner (keys snake_cased)
 
 
@@ -80,6 +81,7 @@ class Evaluation:
     nonmembers: int | None = None
     seeds: tuple[int, ...] = (0,)
     settings: dict[str, Any] = field(default_factory=dict)
+    executor: str | None = None               # trains shadow and reference models (None: the spec's default)
     methods: tuple[str, ...] | None = None
     datasets: tuple[str, ...] | None = None
     partitions: tuple[str, ...] | None = None
@@ -91,7 +93,7 @@ class Evaluation:
         return EvaluationSpec(threat_models=self.threat_models, attacks=self.attacks, victims=self.victims,
                               reconstruction=",".join(self.reconstructions), aux_size=self.aux_size,
                               eval_size=self.eval_size, max_queries=queries, nonmembers=nonmembers, seed=seed,
-                              settings=self.settings)
+                              executor=self.executor or EvaluationSpec.executor, settings=self.settings)
 
     def specs(self) -> tuple[EvaluationSpec, ...]:
         return tuple(self.spec(seed) for seed in self.seeds)
@@ -216,12 +218,18 @@ def _evaluation(e: dict[str, Any], where: str) -> Evaluation:
     victims = victims if isinstance(victims, list) else [victims]
     if not victims or not all(isinstance(v, (int, str)) and not isinstance(v, bool) for v in victims):
         raise UserError(f"{where}: victims must be client ids, \"all\" or \"random:N\"")
+    executor = e.get("executor")
+    if executor is not None:
+        from fedattack.federation.executors import EXECUTORS
+        if not isinstance(executor, str):
+            raise UserError(f"{where}: executor must be an executor's name, e.g. \"batched\"")
+        EXECUTORS.get(executor)  # an unknown one is refused before anything trains
     ev = Evaluation(threat_models=tuple(_strings(e["threat_models"], "threat-models", where)),
                     attacks=tuple(_strings(e["attacks"], "attacks", where)),
                     reconstructions=tuple(_strings(e.get("reconstructions", ["auto"]), "reconstructions", where)),
                     victims=tuple(victims), seeds=_ints(e.get("seeds", [0]), "seeds", where),
                     settings=dict(settings), methods=opt("methods"), datasets=opt("datasets"),
-                    partitions=opt("partitions"), **sizes)
+                    partitions=opt("partitions"), executor=executor, **sizes)
     try:
         ev.specs()  # the spec checks its own values
     except UserError as exc:

@@ -85,6 +85,18 @@ def test_one_image_one_step_is_recovered_with_its_label(name: str, digits: Sampl
     assert torch.equal(scored.images["matched"], digits.x[:1])
 
 
+def test_the_first_layer_start_reads_the_image_and_says_how(digits: Samples) -> None:
+    """start=first-layer: the image straight off the first layer's update, certified by its integer
+    levels; a second run of the same attack object (another reconstruction strategy of the same
+    victim) reuses the linear programs and returns the same images bit for bit."""
+    target, down, up = one_step_case(digits, 1)
+    chosen = attack("update-inversion", start="first-layer", labels="recovered")
+    runs = [chosen.run(adversary(target, down, up, 1), torch.Generator().manual_seed(0)) for _ in range(2)]
+    assert torch.allclose(runs[0].images, digits.x[:1], atol=1e-4) and torch.equal(runs[0].images, runs[1].images)
+    assert runs[0].info["inverted_by"].startswith("the first layer's update (unmix:")
+    assert "certified (integer levels) after each round: 1" in runs[0].info["inverted_by"]
+
+
 def chance_db(real: torch.Tensor, gen: torch.Generator) -> float:
     """What guessing scores: the better of uniform noise and mid grey, matched to the real images."""
     noise = torch.rand(real.shape, generator=gen)
@@ -142,6 +154,10 @@ def test_settings_are_checked_in_one_line() -> None:
         attack("gradient-inversion", selection="guess")
     with pytest.raises(UserError, match="labels"):
         attack("gradient-inversion", labels="unknown")
+    with pytest.raises(UserError, match="rank"):
+        attack("gradient-inversion", rank="brightest")
+    with pytest.raises(UserError, match="peel"):
+        attack("update-inversion", peel=-1)
 
 
 def evaluate(run: Path, out: Path, **settings: Any) -> list[AttackResult]:

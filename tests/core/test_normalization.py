@@ -140,3 +140,15 @@ def test_a_method_that_never_normalises_records_none() -> None:
              for m in ("fedavg", "cgau")}
     assert built["fedavg"].ctx.normalization is not None
     assert built["cgau"].ctx.normalization is None
+
+
+def test_apply_gives_the_bits_of_the_formula_and_gradients_after_a_first_use_in_inference_mode() -> None:
+    norm = Normalization((0.1307, 0.5), (0.3081, 0.25))
+    x = torch.rand(4, 2, 3, 3, generator=torch.Generator().manual_seed(0))
+    with torch.inference_mode():
+        norm.apply(x.clone())  # the statistics are built (and kept) here first
+    expected = (x - torch.tensor(norm.mean).view(2, 1, 1)) / torch.tensor(norm.std).view(2, 1, 1)
+    assert torch.equal(norm.apply(x), expected)
+    leaf = x.clone().requires_grad_(True)
+    norm.apply(leaf).sum().backward()  # an inference tensor here would refuse to be saved for backward
+    assert leaf.grad is not None and torch.allclose(leaf.grad[:, 1], torch.full((4, 3, 3), 4.0))

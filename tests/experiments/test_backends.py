@@ -5,6 +5,7 @@ so the fake trainers here are module-level functions (a worker imports this modu
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import signal
 import threading
@@ -15,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from fedattack.atomic import staging_dir
-from fedattack.experiments.backends import make_backend
+from fedattack.experiments.backends import Backend, CellFailed, Outcome, Task, make_backend, run_tasks
+from fedattack.experiments.backends.base import available_cores
 from fedattack.experiments.runner import run_experiment
 from fedattack.experiments.spec import parse
 from fedattack.federation.train import train_federation
@@ -34,8 +36,9 @@ seeds = [0, 1]
 """
 
 
-def sweep(out: Path, backend: str, train=train_federation, workers: int | None = 2):  # type: ignore[no-untyped-def]
-    exp = parse(tomllib.loads(TWO_FEDERATIONS))
+def sweep(out: Path, backend: str, train=train_federation, workers: int | None = 2,  # type: ignore[no-untyped-def]
+          seeds: str = "[0, 1]"):
+    exp = parse(tomllib.loads(TWO_FEDERATIONS.replace("[0, 1]", seeds)))
     return run_experiment(exp, out, evaluate=None, report=None, train=train, echo=lambda _: None,
                           progress=False, backend=make_backend(backend, workers))
 
@@ -93,3 +96,68 @@ def test_ctrl_c_stops_the_workers_and_leaves_no_partial_cell(tmp_path: Path) -> 
     assert time.perf_counter() - interrupted[0] < 30  # the workers were killed, not waited for
     left = sorted(p.name for p in (tmp_path / "runs").iterdir())
     assert left == ["started-0", "started-1"]  # no cell, no staged folder, no lock
+
+
+def probing_trainer(spec, out, *args):  # type: ignore[no-untyped-def]
+    """Says where the cell ran and with how many torch threads, instead of training; then waits
+    (up to a minute) until cells have run in two processes, so the spawned worker gets one."""
+    import torch
+    Path(out).mkdir(parents=True)
+    seen = {"pid": os.getpid(), "threads": torch.get_num_threads(), "interop": torch.get_num_interop_threads()}
+    (Path(out) / "where.tmp").write_text(json.dumps(seen))
+    os.replace(Path(out) / "where.tmp", Path(out) / "where.json")  # whole when the other process reads it
+    deadline = time.monotonic() + 60
+    while len({s["pid"] for s in where_cells_ran(Path(out).parent.parent)}) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def where_cells_ran(out: Path) -> list[dict[str, int]]:
+    return [json.loads(p.read_text()) for p in sorted((out / "runs").glob("*/where.json"))]
+
+
+def test_this_process_is_one_of_the_workers_and_each_uses_its_share_of_the_cores(tmp_path: Path) -> None:
+    assert sweep(tmp_path, "local", probing_trainer, workers=2, seeds="[0, 1, 2, 3]").trained == 4
+    seen = where_cells_ran(tmp_path)
+    pids = {s["pid"] for s in seen}
+    assert len(seen) == 4 and os.getpid() in pids and len(pids) == 2  # one process spawned, not two
+    assert {s["threads"] for s in seen} == {max(1, available_cores() // 2)}
+    assert all(s["interop"] == 1 for s in seen if s["pid"] != os.getpid())
+
+
+def quick_probe(spec, out, *args):  # type: ignore[no-untyped-def]
+    Path(out).mkdir(parents=True)
+    (Path(out) / "where.json").write_text(json.dumps({"pid": os.getpid()}))
+
+
+def test_one_worker_runs_every_cell_in_this_process(tmp_path: Path) -> None:
+    assert sweep(tmp_path, "local", quick_probe, workers=1, seeds="[0, 1, 2]").trained == 3
+    assert {s["pid"] for s in where_cells_ran(tmp_path)} == {os.getpid()}
+
+
+class FirstFailsAtOnce(Backend):
+    """Two slots; the first task fails while the second is submitted but not started."""
+
+    def __init__(self) -> None:
+        super().__init__(workers=2)
+        self.queue: list[Task] = []
+        self.ran: list[str] = []
+
+    def submit(self, task: Task, alone: bool) -> None:
+        self.queue.append(task)
+
+    def next_done(self) -> tuple[Task, Outcome]:
+        task = self.queue.pop(0)
+        self.ran.append(task.label)
+        return task, Outcome(0.0, "boom" if task.label == "a" else None)
+
+    def drop_queued(self) -> int:
+        dropped, self.queue = len(self.queue), []
+        return dropped
+
+
+def test_after_a_failure_no_queued_cell_starts(tmp_path: Path) -> None:
+    backend = FirstFailsAtOnce()
+    tasks = [Task(label, tmp_path / label, lambda: None) for label in "abc"]
+    with pytest.raises(CellFailed, match="a failed: boom"):
+        run_tasks(backend, tasks, lambda task, outcome: None)
+    assert backend.ran == ["a"]

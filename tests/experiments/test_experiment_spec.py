@@ -113,10 +113,19 @@ def test_an_evaluation_entry_is_one_evaluation_spec_per_seed() -> None:
 
 @pytest.mark.parametrize("bad, message", [('victims = ["x7"]', "victim 'x7' is not a client id"),
                                           ('victims = ["random:0"]', "random:0 needs a positive count"),
-                                          ("max-queries = 0", "max-queries must be an integer of at least 1")])
+                                          ("max-queries = 0", "max-queries must be an integer of at least 1"),
+                                          ('executor = "fast"', "unknown executor 'fast'"),
+                                          ("executor = 2", "executor must be an executor's name")])
 def test_a_bad_evaluation_value_is_one_line_naming_the_entry(bad: str, message: str) -> None:
     text = MINIMAL.replace("victims = [0, 1]", bad) if bad.startswith("victims") else MINIMAL.replace(
         "seeds = [3, 4]", f"seeds = [3, 4]\n{bad}")
     with pytest.raises(UserError) as err:
         parse(tomllib.loads(text))
     assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_an_evaluation_entry_chooses_the_executor_of_its_shadow_models_and_it_is_part_of_the_address() -> None:
+    default = plan(parse(tomllib.loads(MINIMAL))).evaluations[0]
+    batched = plan(parse(tomllib.loads(MINIMAL.replace("seeds = [3, 4]", 'seeds = [3, 4]\nexecutor = "batched"'))))
+    assert default.spec.executor == "sequential" and batched.evaluations[0].spec.executor == "batched"
+    assert batched.evaluations[0].ident != default.ident

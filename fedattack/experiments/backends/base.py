@@ -101,6 +101,10 @@ class Backend:
         """Wait for any submitted task to end."""
         raise NotImplementedError
 
+    def drop_queued(self) -> int:
+        """Forget submitted tasks that have not started (after a failure); how many there were."""
+        return 0
+
     def __enter__(self) -> Backend:
         self.start()
         return self
@@ -135,6 +139,7 @@ def run_tasks(backend: Backend, tasks: Sequence[Task], done: Callable[[Task, Out
             done(task, outcome)
         elif failure is None:
             failure = (task, outcome)
+            running -= backend.drop_queued()
     if failure is not None:
         raise CellFailed(*failure)
 

@@ -18,6 +18,7 @@ from torch.func import grad, vmap
 from torch.nn.utils.rnn import pad_sequence
 
 from fedattack import optim
+from fedattack.federation.executor_plugins._cnn_fast import cnn_spec, cnn_steps
 from fedattack.federation.executor_plugins._ibp_fast import ibp_spec, ibp_steps
 from fedattack.federation.executor_plugins._mlp_fast import mlp_layers, mlp_step
 from fedattack.rng import generator
@@ -140,7 +141,7 @@ def stack(states: list[State], device: torch.device) -> State:
 def train_stacked(reqs: list[TrainRequest], device: torch.device, fast: bool = True) -> list[State]:
     """Run the sequential loop of every request at once; returns trained params per request.
 
-    `fast` allows the hand-written steps (`_mlp_fast`, `_ibp_fast`) where they apply;
+    `fast` allows the hand-written steps (`_mlp_fast`, `_ibp_fast`, `_cnn_fast`) where they apply;
     otherwise, and for every other target, each step is `vmap(grad(local_loss))`.
     """
     target = reqs[0].target
@@ -151,7 +152,10 @@ def train_stacked(reqs: list[TrainRequest], device: torch.device, fast: bool = T
     y = torch.cat([r.data.y_train for r in ordered]).to(device)
     rows, weights = plan.rows.to(device), plan.weights.to(device)
     layers = mlp_layers(target, reqs[0].problem) if fast else None
-    if layers is not None:
+    cnn = cnn_spec(target, reqs[0].problem) if fast else None
+    if cnn is not None:
+        cnn_steps(cnn, plan.active, params, target.normalized(x), y, rows, weights, target.recipe.lr)
+    elif layers is not None:
         lr = target.recipe.lr
         x = target.normalized(x)  # the hand-written step reads x itself, not through forward
         for s, a in enumerate(plan.active):
@@ -174,7 +178,7 @@ def train_stacked(reqs: list[TrainRequest], device: torch.device, fast: bool = T
 
 def hand_written(target: Target, problem: LocalProblem) -> bool:
     """Whether a hand-written step (no vmap) trains this target's problem."""
-    return mlp_layers(target, problem) is not None or ibp_spec(target, problem) is not None
+    return any(found(target, problem) is not None for found in (mlp_layers, ibp_spec, cnn_spec))
 
 
 def vmap_steps(target: Target, plan: StepPlan, params: State, consts: State, noise: State,

@@ -1,0 +1,103 @@
+"""`fedmia-rmia`: the server's free reference models (FedMIA) judged by RMIA's pairwise test.
+
+`fedmia` fits a Gaussian to 9-ish other clients' confidences per query and round; with so few
+models a per-query variance is noisy, which is why LiRA needs many reference models. RMIA
+(Zarifzadeh et al. 2024) was built for few reference models: it only needs each query's mean
+probability under them, and calibrates it against population points z the attacked model
+never saw. Here, per round r where the victim took part, the other clients' models of r are the
+reference models (no training: the server already holds them, as in `fedmia`), and
+
+    rel(x) = log p(x | victim_r) - log Pr_r(x),  Pr_r(x) = ((1 + a) mean_other p(x) + 1 - a) / 2
+    score_r(x) = the share of z with rel(x) - rel(z) >= log gamma   (`rmia.pairwise_scores`)
+
+averaged over the rounds (the mean of per-round shares: each round's test has the same scale).
+The population z is drawn from the auxiliary data, which no client trained on.
+
+The other clients are not quite "out" models: after the first round every downlink carries the
+victim's earlier updates, so they are partly "in" for the victim's members, which only weakens
+the test (as in `fedmia`). Settings: `max_rounds` and `min_others` as `fedmia`'s; `population`,
+`a` and `gamma` as `rmia`'s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from dataclasses import replace as _replace
+from typing import ClassVar
+
+import numpy as np
+import torch
+
+from fedattack.attacks.base import Adversary, NotApplicable
+from fedattack.attacks.fedmia import round_models, sees_every_client, victim_rounds
+from fedattack.attacks.membership_family import MEMBERSHIP_METRICS, Calibrated, MembershipAttack
+from fedattack.attacks.reconstruction.base import log_probs
+from fedattack.attacks.reconstruction.generic import decodes_whole_model
+from fedattack.attacks.reference_models import true_class_log_prob
+from fedattack.attacks.rmia import pairwise_scores, relative_log_prob
+from fedattack.registry import UserError
+from fedattack.rng import numpy_rng
+from fedattack.target import State
+
+
+@dataclass(frozen=True, kw_only=True)
+class FedMiaRmiaSettings:
+    """max_rounds / min_others: as fedmia's. population / a / gamma: as rmia's."""
+
+    max_rounds: int = 50
+    min_others: int = 1
+    population: int = 1000
+    a: float = 0.3
+    gamma: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.max_rounds < 1 or self.min_others < 1 or self.population < 1:
+            raise UserError("fedmia-rmia max_rounds, min_others and population must be at least 1")
+        if not 0.0 <= self.a <= 1.0:
+            raise UserError(f"fedmia-rmia a={self.a} must be between 0 and 1")
+        if self.gamma <= 0:
+            raise UserError(f"fedmia-rmia gamma={self.gamma} must be positive")
+
+
+class FedMiaRmia(MembershipAttack):
+    """The server's pairwise likelihood-ratio test against the other clients of the same rounds."""
+
+    name = "fedmia-rmia"
+    requires = frozenset({"aux", "queries"})
+    Settings = FedMiaRmiaSettings
+    fast_settings = {"max_rounds": 2, "population": 100}
+    reads_every_client: ClassVar[bool] = True
+    metrics = tuple(_replace(m, label=f"{m.label} by FedMIA-RMIA") for m in MEMBERSHIP_METRICS)
+
+    def scores(self, adv: Adversary, gen: torch.Generator) -> Calibrated:
+        s, view, x = self.settings, adv.view, adv.knowledge.queries.x
+        if not sees_every_client(view):
+            raise NotApplicable(f"fedmia-rmia compares the victim with the other clients of its rounds; "
+                                f"the {view.threat_model} does not see other clients' messages")
+        why = decodes_whole_model(view.target)
+        if why is not None:
+            raise NotApplicable(f"fedmia-rmia needs every client's model from the wire, and {why}")
+        seed = int(torch.randint(2**62, (1,), generator=gen))
+        aux = self.labelled(adv, adv.knowledge.aux)
+        population = aux.take(numpy_rng(seed, "fedmia-population").permutation(len(aux))[:s.population])
+        qy = self.query_labels(adv, self.query_log_probs(adv))
+        total, used = np.zeros(len(x)), []
+        for rnd in victim_rounds(view, s.max_rounds):
+            models = round_models(view, rnd)
+            rest = [p for c, p in models.items() if c != view.victim]
+            if view.victim not in models or len(rest) < s.min_others:
+                continue
+            rel_x = self._relative(adv, models[view.victim], rest, x, qy)
+            rel_z = self._relative(adv, models[view.victim], rest, population.x, population.y.numpy())
+            total += pairwise_scores(rel_x, rel_z, s.gamma)
+            used.append(rnd)
+        if not used:
+            raise NotApplicable(f"no visible round of client {view.victim} had {s.min_others} other clients")
+        return Calibrated(total / len(used), info={"rounds": used, "population": len(population), "a": s.a,
+                                                   "gamma": s.gamma})
+
+    def _relative(self, adv: Adversary, victim: State, rest: list[State], x: torch.Tensor,
+                  y: np.ndarray) -> np.ndarray:
+        target = adv.view.target
+        refs = np.stack([true_class_log_prob(log_probs(target, p, x), y) for p in rest])
+        return relative_log_prob(true_class_log_prob(log_probs(target, victim, x), y), refs, self.settings.a)

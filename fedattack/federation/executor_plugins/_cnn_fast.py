@@ -1,0 +1,130 @@
+"""A batched step for the zoo's CNNs without vmap: K models' convolutions as one grouped convolution.
+
+`vmap(grad(local_loss))` over a `ConvNet` pays the transforms' bookkeeping on every operation
+of every step, and a batch of 10 small images leaves each convolution too little work to hide
+it. Here the K stacked models are one ordinary network: their inputs sit side by side along the
+channels ([B, K*C, H, W]) and each convolution is `conv2d(..., groups=K)` with the weights
+[K*O, C, kh, kw], so group k sees only model k's channels (a greyscale first layer, one input
+channel per model, runs model by model instead, see `_convolve`); ReLU and max-pooling act per
+channel and so per model; the fully connected layers are `baddbmm` over (K, B, features). The loss is
+the sum of the K models' weighted cross-entropies, so autograd's gradient of each model's
+weights is that model's own, and plain SGD updates the stacked weights in place.
+
+Applies when a target trains the zoo's `ConvNet` (plain `nn.Conv2d` and `nn.Linear` layers) with
+the default loss and forward, no noise, and plain SGD at the recipe's learning rate; anything else
+declines (None) and takes the vmap path. Same mathematics as the sequential loop; the test suite
+holds it to the vmap path and the sequential executor within the batched tolerance.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from fedattack.models.zoo.cnn import ConvNet
+from fedattack.optim import is_plain_sgd
+from fedattack.target import LocalProblem, State, Target
+
+
+@dataclass(frozen=True)
+class CNNSpec:
+    """The convolutions (name, padding) and fully connected layers, in order."""
+
+    convs: tuple[tuple[str, int], ...]
+    fcs: tuple[str, ...]
+
+
+def cnn_spec(target: Target, problem: LocalProblem) -> CNNSpec | None:
+    """The network's layout, if the grouped step computes exactly this target's loss."""
+    cls, model = type(target), target.model
+    if cls.local_loss is not Target.local_loss or cls.forward is not Target.forward:
+        return None
+    if not isinstance(model, ConvNet) or any(getattr(type(model), m) is not getattr(ConvNet, m)
+                                             for m in ("forward", "features")):
+        return None
+    if target.noise_shapes(problem) or not is_plain_sgd(
+            {n: target.optimizer(n) for n in problem.params}, target.recipe.lr):
+        return None
+    convs = [getattr(model, f"conv{i}") for i in range(1, model.num_convs + 1)]
+    fcs = [getattr(model, f"fc{i}") for i in range(1, model.num_fcs + 1)]
+    if not all(_plain_conv(c) for c in convs) or any(type(f) is not nn.Linear or f.bias is None for f in fcs):
+        return None
+    spec = CNNSpec(tuple((f"conv{i}", c.padding[0]) for i, c in enumerate(convs, start=1)),
+                   tuple(f"fc{i}" for i in range(1, len(fcs) + 1)))
+    expected = {f"{n}.{p}" for n in [c for c, _ in spec.convs] + list(spec.fcs) for p in ("weight", "bias")}
+    return spec if set(problem.params) == expected else None
+
+
+def _plain_conv(conv: nn.Module) -> bool:
+    """A stride-1, undilated, ungrouped, zero-padded nn.Conv2d with a bias and square padding."""
+    return (type(conv) is nn.Conv2d and conv.bias is not None and conv.stride == (1, 1)
+            and conv.dilation == (1, 1) and conv.groups == 1 and conv.padding_mode == "zeros"
+            and isinstance(conv.padding, tuple) and conv.padding[0] == conv.padding[1])
+
+
+def cnn_steps(spec: CNNSpec, active: list[int], params: State, x: torch.Tensor, y: torch.Tensor,
+              rows: torch.Tensor, weights: torch.Tensor, lr: float) -> None:
+    """Every local step of the stacked models (a prefix `active[s]` at step s), in place.
+    x: the concatenated training images, normalised as the model sees them."""
+    for s, a in enumerate(active):
+        r = rows[s, :a]
+        batch_major = r.t().reshape(-1)  # (B, K): each sample's K images side by side
+        xb = x.index_select(0, batch_major).view(r.shape[1], a, *x.shape[1:])
+        cnn_step({k: v[:a] for k, v in params.items()}, spec, xb, y[r], weights[s, :a], lr)
+
+
+def cnn_loss(params: State, spec: CNNSpec, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """The sum over the K stacked models of each one's weighted cross-entropy.
+    x: (B, K, C, H, W), batch-major, so the models' channels are side by side; y, w: (K, B).
+
+    Pooling comes before the ReLU (they commute, and the gradient is the same: max-pooling
+    routes it to the window's largest pre-activation, which ReLU then keeps or zeroes exactly
+    as it would have) so the ReLU and its backward touch a quarter of the values. The grouped
+    convolutions run channels-last, where oneDNN's grouped kernels and max-pooling measured
+    fastest on the 2-core machine."""
+    batch, k = x.shape[:2]
+    h = x.reshape(batch, -1, *x.shape[3:])
+    for name, padding in spec.convs:
+        h = _convolve(h, params[f"{name}.weight"], params[f"{name}.bias"], padding)
+        if min(h.shape[-2:]) >= 2:
+            h = F.max_pool2d(h, 2)
+        h = h.relu()
+    h = h.reshape(batch, k, -1).transpose(0, 1)
+    for i, name in enumerate(spec.fcs):
+        h = torch.baddbmm(params[f"{name}.bias"].unsqueeze(1), h, params[f"{name}.weight"].transpose(1, 2))
+        if i < len(spec.fcs) - 1:
+            h = h.relu()
+    ce = F.cross_entropy(h.reshape(-1, h.shape[-1]), y.reshape(-1), reduction="none")
+    return (w.reshape(-1) * ce).sum()
+
+
+def _convolve(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, padding: int) -> torch.Tensor:
+    """Every model's convolution of its own channels of h (B, K*C, H, W); weight (K, O, C, kh, kw).
+
+    With one input channel per model (a greyscale first layer) oneDNN takes a depthwise kernel
+    whose rounding depends on how many models are stacked (measured: a model's weights changed
+    with its neighbours), so those run one model at a time through ATen's own convolution
+    (im2col and one matrix product per model), which is as fast there; wider inputs run as one
+    grouped convolution, whose result for a model measured the same whatever the group."""
+    k, c = weight.shape[0], weight.shape[2]
+    if c == 1:
+        outs = [torch.ops.aten.thnn_conv2d(h[:, j:j + 1], weight[j], weight.shape[-2:], bias[j], [1, 1],
+                                           [padding, padding]) for j in range(k)]
+        return torch.cat(outs, 1).contiguous(memory_format=torch.channels_last)
+    flat = weight.reshape(-1, *weight.shape[2:]).contiguous(memory_format=torch.channels_last)
+    return F.conv2d(h.contiguous(memory_format=torch.channels_last), flat, bias.reshape(-1),
+                    padding=padding, groups=k)
+
+
+def cnn_step(params: State, spec: CNNSpec, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor,
+             lr: float) -> None:
+    """One SGD step of every stacked model, in place. params: (K, ...); x: (B, K, C, H, W)."""
+    leaves = {k: v.detach().requires_grad_(True) for k, v in params.items()}
+    with torch.enable_grad():
+        grads = torch.autograd.grad(cnn_loss(leaves, spec, x, y, w), list(leaves.values()))
+    with torch.no_grad():
+        for p, g in zip(params.values(), grads):
+            p.sub_(g.mul_(lr))
