@@ -70,10 +70,12 @@ def test_grouped_step_equals_vmap_and_the_sequential_loop(model: str) -> None:
         assert not torch.equal(f["conv1.weight"], r.problem.params["conv1.weight"])
 
 
-def test_grouped_step_is_reproducible_and_independent_of_the_group() -> None:
+@pytest.mark.parametrize("model", ["fmnist-cnn", "lenet5"])
+def test_grouped_step_is_reproducible_and_independent_of_the_group(model: str) -> None:
     """Bit for bit: the same models run to run, and a model's result does not depend on which
-    other models share its grouped convolution."""
-    reqs = _requests(_target("fmnist-cnn"))
+    other models share its grouped convolution (so neither on the executor's chunks nor on the
+    number of torch threads, which sets them)."""
+    reqs = _requests(_target(model))
     once = train_stacked(reqs, torch.device("cpu"))
     again = train_stacked(reqs, torch.device("cpu"))
     pair = train_stacked(reqs[1:], torch.device("cpu"))
