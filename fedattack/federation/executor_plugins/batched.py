@@ -5,7 +5,8 @@ time on per-step overhead, not arithmetic. Here every local SGD step of every cl
 round is one `vmap(grad(local_loss))` call over stacked parameters, so the overhead is paid
 once per step for all clients (plain-loss MLPs take a hand-written `baddbmm` step instead, in
 groups of `CPU_MLP_GROUP` clients on a CPU, see `_mlp_fast`; WAFFLe's low-rank MLP with its
-IBP selection likewise, in groups of `CPU_IBP_GROUP`, see `_ibp_fast`). Results equal the sequential
+IBP selection likewise, in groups of `CPU_IBP_GROUP`, see `_ibp_fast`; the zoo's CNNs as one
+grouped convolution per layer, see `_cnn_fast`). Results equal the sequential
 executor's within floating-point tolerance (tests/core/test_batched_executor.py holds this for
 every batchable target).
 
