@@ -61,7 +61,8 @@ class InversionSettings:
     optimises from noise; "first-layer" reads the images off a fully connected first layer's
     update (`unmix`: the non-negative images of its row space, one linear program per candidate
     pixel, `programs` of them, 0 for every lit pixel; `peel` further rounds steer away from the
-    images found; `rank` "quantised" trusts answers with integer pixel levels first, see
+    images found; `rank` "quantised" trusts answers with integer pixel levels first; `slack` lets
+    answers dip that far below zero (float noise in the update's span), see
     `unmix.Search`) and skips the optimiser, falling back to it (said in the result) where that
     does not apply."""
 
@@ -76,6 +77,7 @@ class InversionSettings:
     programs: int = 0
     peel: int = 0
     rank: str = "quantised"
+    slack: float = 0.0
 
     def __post_init__(self) -> None:
         if self.iterations < 1 or self.restarts < 1 or self.step_size <= 0 or self.tv < 0:
@@ -86,6 +88,8 @@ class InversionSettings:
             raise UserError(f"selection {self.selection!r} must be one of {', '.join(SELECTIONS)}")
         if self.start not in STARTS or self.programs < 0 or self.peel < 0:
             raise UserError(f"start {self.start!r} must be one of {', '.join(STARTS)}, programs and peel >= 0")
+        if not self.slack >= 0:
+            raise UserError(f"slack {self.slack} must be >= 0")
         if self.rank not in RANKS:
             raise UserError(f"rank {self.rank!r} must be one of {', '.join(RANKS)}")
         if self.labels not in LABELS:
@@ -138,7 +142,8 @@ class UpdateInversionFamily(DataReconstruction):
         s = self.settings
         key = (hashlib.sha256(layer.numpy().tobytes() + gen.get_state().numpy().tobytes()).hexdigest(), n, shape)
         if self._unmixed is None or self._unmixed[0] != key:
-            self._unmixed = (key, unmix(layer, n, shape, gen, Search(programs=s.programs, peel=s.peel, rank=s.rank)))
+            search = Search(programs=s.programs, peel=s.peel, rank=s.rank, slack=s.slack)
+            self._unmixed = (key, unmix(layer, n, shape, gen, search))
         return self._unmixed[1]
 
     def score(self, guesses: Reconstructions, truth: GroundTruth) -> Scored:

@@ -101,16 +101,17 @@ def without_dark(basis: np.ndarray, dark: np.ndarray) -> np.ndarray:
 
 
 def lightest_with(basis: np.ndarray, pixel: int, weights: np.ndarray | None = None,
-                  rows: np.ndarray | None = None) -> np.ndarray | None:
+                  rows: np.ndarray | None = None, slack: float = 0.0) -> np.ndarray | None:
     """The non-negative vector of the span with x[pixel] = 1 and the least (weighted) sum,
     scaled to max 1; non-negativity is imposed on `rows` (default every pixel: the dark ones,
-    zero throughout the span, need no constraint)."""
+    zero throughout the span, need no constraint), down to -slack: the span read off a float32
+    update is only nearly the images' span, and an image's exact zeros may be just outside it."""
     from scipy.optimize import linprog  # deferred: discovery stays light
 
     k = basis.shape[0]
     cost = basis.sum(1) if weights is None else basis @ weights
     bound = basis if rows is None else basis[:, rows]
-    result = linprog(c=cost, A_ub=-bound.T, b_ub=np.zeros(bound.shape[1]), A_eq=basis[:, pixel][None],
+    result = linprog(c=cost, A_ub=-bound.T, b_ub=np.full(bound.shape[1], slack), A_eq=basis[:, pixel][None],
                      b_eq=[1.0], bounds=[(None, None)] * k, method="highs")
     if result.status != 0:
         return None
@@ -143,11 +144,13 @@ class Search:
     """programs: candidate pixels (0: every lit one). peel: rounds that re-solve the pixels whose
     answer was not certified with the certified images' pixels made `PEEL_WEIGHT` times dearer
     (the least-bright answer then avoids them). rank: "quantised" puts certified answers
-    (integer levels) first, then the sparsest; "sparsity" the sparsest only."""
+    (integer levels) first, then the sparsest; "sparsity" the sparsest only. slack: how far
+    below zero an answer's pixels may go (the noise of a float32 update's span)."""
 
     programs: int = 0
     peel: int = 0
     rank: str = "quantised"
+    slack: float = 0.0
 
 
 def certified(x: np.ndarray, rank: str) -> bool:
@@ -157,8 +160,8 @@ def certified(x: np.ndarray, rank: str) -> bool:
 
 
 def solve_pixels(basis: np.ndarray, pixels: np.ndarray, weights: np.ndarray | None,
-                 rows: np.ndarray) -> dict[int, np.ndarray]:
-    return {int(p): x for p in pixels if (x := lightest_with(basis, int(p), weights, rows)) is not None}
+                 rows: np.ndarray, slack: float) -> dict[int, np.ndarray]:
+    return {int(p): x for p in pixels if (x := lightest_with(basis, int(p), weights, rows, slack)) is not None}
 
 
 def count_certified(answers: dict[int, np.ndarray], rank: str) -> int:
@@ -170,7 +173,7 @@ def candidates(basis: np.ndarray, tried: np.ndarray, rows: np.ndarray,
     """Distinct answers, certified ones first, and the distinct certified count after each round:
     one round over the pixels, then `peel` rounds over those whose answer was not certified,
     steering away from the images certified so far."""
-    answers = solve_pixels(basis, tried, None, rows)
+    answers = solve_pixels(basis, tried, None, rows, search.slack)
     counts = [count_certified(answers, search.rank)]
     for _ in range(search.peel):
         found = [x for x in answers.values() if certified(x, search.rank)]
@@ -178,7 +181,7 @@ def candidates(basis: np.ndarray, tried: np.ndarray, rows: np.ndarray,
         if not found or len(pending) == 0:
             break
         weights: np.ndarray = 1.0 + PEEL_WEIGHT * (np.stack(found) > ZERO).any(0).astype(float)
-        answers.update({p: x for p, x in solve_pixels(basis, pending, weights, rows).items()
+        answers.update({p: x for p, x in solve_pixels(basis, pending, weights, rows, search.slack).items()
                         if certified(x, search.rank)})
         counts.append(count_certified(answers, search.rank))
     kept = distinct(list(answers.values()))

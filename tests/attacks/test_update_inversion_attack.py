@@ -158,6 +158,8 @@ def test_settings_are_checked_in_one_line() -> None:
         attack("gradient-inversion", rank="brightest")
     with pytest.raises(UserError, match="peel"):
         attack("update-inversion", peel=-1)
+    with pytest.raises(UserError, match="slack"):
+        attack("update-inversion", slack=float("nan"))
 
 
 def evaluate(run: Path, out: Path, **settings: Any) -> list[AttackResult]:

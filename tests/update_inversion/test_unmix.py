@@ -39,6 +39,8 @@ def test_three_epochs_of_shuffled_batches_unmix_into_the_images(mlp: Model, digi
     scores = score_images(images, x)
     print(f"unmixed: PSNR {scores.psnr.tolist()}")
     assert scores.share_recovered >= 0.8  # 5 of 6 exactly (2 of 6 before the dark pixels were pinned at 0)
+    loose = unmix(layer, 6, (1, 8, 8), torch.Generator().manual_seed(0), Search(programs=64, slack=1e-4)).images
+    assert loose is not None and score_images(loose, x).share_recovered >= 0.8  # a little slack loses nothing here
     ordered = order_by_labels(forward, up, images, y.sort().values)
     assert sorted(ordered.flatten(1).sum(1).tolist()) == sorted(images.flatten(1).sum(1).tolist())
 
