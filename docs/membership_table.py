@@ -185,8 +185,8 @@ def sweep_table(folder: str) -> None:
     print("| method | local epochs | seed | utility (%) | threat model | attack | reconstruction | "
           "members / non-members | AUC | TPR @ 1% FPR (%) | TPR @ 0.1% FPR (%) |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for run in sorted((root / "runs").iterdir(), key=lambda p: p.name):
-        spec = json.loads((run / "federation.json").read_text())["spec"]
+    specs = {run: json.loads((run / "federation.json").read_text())["spec"] for run in (root / "runs").iterdir()}
+    for run, spec in sorted(specs.items(), key=lambda kv: (kv[1]["method"], kv[1]["seed"], kv[1]["recipe"]["epochs"])):
         final = json.loads((run / "metrics.json").read_text())["final"]["mean"]
         for r in sorted(load([str(d) for d in (root / "results" / run.name).glob("[!.]*") if d.is_dir()]),
                         key=lambda r: (r.threat_model, r.attack, r.reconstruction)):
