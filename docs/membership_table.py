@@ -183,8 +183,8 @@ def sweep_table(folder: str) -> None:
     result's own metrics with its stored bootstrap intervals."""
     root = Path(folder)
     print("| method | local epochs | seed | utility (%) | threat model | attack | reconstruction | "
-          "members / non-members | AUC | TPR @ 1% FPR (%) | TPR @ 0.1% FPR (%) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "members / non-members | accuracy (%) | AUC | TPR @ 1% FPR (%) | TPR @ 0.1% FPR (%) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     specs = {run: json.loads((run / "federation.json").read_text())["spec"] for run in (root / "runs").iterdir()}
     for run, spec in sorted(specs.items(), key=lambda kv: (kv[1]["method"], kv[1]["seed"], kv[1]["recipe"]["epochs"])):
         final = json.loads((run / "metrics.json").read_text())["final"]["mean"]
@@ -193,7 +193,8 @@ def sweep_table(folder: str) -> None:
             m, ci = r.metrics, r.extra["membership"].get("ci", {})
             print(f"| {spec['method']} | {spec['recipe']['epochs']} | {spec['seed']} | {final:.2f} | "
                   f"{r.threat_model} | {r.attack} | {r.reconstruction} | {r.extra['membership']['members']} / "
-                  f"{r.extra['membership']['nonmembers']} | {cell(m.get('auc'), ci.get('auc'), 1.0, 3)} | "
+                  f"{r.extra['membership']['nonmembers']} | {m['accuracy'] * 100:.1f} | "
+                  f"{cell(m.get('auc'), ci.get('auc'), 1.0, 3)} | "
                   f"{cell(m.get('tpr_at_1fpr'), ci.get('tpr_at_1fpr'))} | "
                   f"{cell(m.get('tpr_at_01fpr'), ci.get('tpr_at_01fpr'))} |")
 
