@@ -236,19 +236,24 @@ def figure(rs: list[dict[str, Any]], out: Path) -> None:
             eps.annotate(f"σ={r['sigma']:g}", (a, r["accounting"]["epsilon"]), fontsize=7,
                          textcoords="offset points", xytext=(3, 3))
     mia.axhline(1.0, color="grey", lw=0.8, ls=":", label="chance (TPR = FPR)")
-    if not any(r["inversion"] for r in rs):
-        inv.text(0.5, 0.5, "not measured (see the page)", ha="center", va="center", transform=inv.transAxes)
+    measured = sum(1 for r in rs if r["inversion"])
+    if measured < len(rs):
+        inv.text(0.5, 0.5, f"measured on {measured} of {len(rs)} runs (see the page)", ha="center", va="center",
+                 transform=inv.transAxes)
+    inv.set_ylim(-5, 105)
     for ax in (util, mia, inv):
         ax.set_xscale("log")
         ax.set_xlabel("noise multiplier σ (no DP drawn at 1e-3)")
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
+    inv.set_xlim(util.get_xlim())
     util.set(ylabel="mean local test accuracy (%)", title="(a) utility (95% CI over clients)")
     mia.set(ylabel="RMIA TPR at 1% FPR (%)", title="(b) membership, server's view (pooled victims, 95% CI)")
     inv.set(ylabel="training images recovered > 20 dB (%)", title="(c) update inversion, first layer (95% CI)")
     eps.set_yscale("log")
     eps.set(xlabel="mean local test accuracy (%)", ylabel="epsilon at δ = 1e-5", title="(d) privacy against utility")
-    eps.legend(fontsize=7)
+    eps.set_ylim(top=1e10)  # room for the legend above the points
+    eps.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     fig.savefig(out, dpi=100)
 

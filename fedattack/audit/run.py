@@ -26,7 +26,7 @@ from fedattack.defences import defence_entries
 from fedattack.federation.executors import make_executor
 from fedattack.federation.loop import RoundLoop, client_data
 from fedattack.federation.spec import FederationSpec
-from fedattack.federation.train import build_target
+from fedattack.federation.train import build_target, nonfinite
 from fedattack.registry import UserError
 from fedattack.target import State, Target
 
@@ -91,6 +91,10 @@ def audit_federation(spec: FederationSpec, audit_spec: AuditSpec, data_root: str
         x, y = cn.example_canaries(dataset, m, spec.seed)
         cn.add_examples(datas, x, y, included)
     states, initial = train_keeping_states(spec, target, datas, device)
+    diverged = nonfinite(states[-1])
+    if diverged:  # NaN scores would make the bound meaningless (and crash the AUC): say so in one line
+        raise UserError(f"the canary run diverged (NaN or infinite weights in {', '.join(diverged[:3])}); "
+                        "a diverged federation has nothing to audit, train it with a smaller lr or noise")
     if audit_spec.level == "client":
         scores = cn.client_scores(states, dirs)
     else:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from fedattack.audit import AuditSpec, audit, audit_federation, epsilon_lower_bound, p_value
-from fedattack.registry import load_plugin_file
+from fedattack.registry import UserError, load_plugin_file
 from fedattack.target import Recipe
 from tests.conftest import tiny_spec
 
@@ -75,3 +75,11 @@ def test_example_canaries_are_found_without_any_defence() -> None:
     result = audit_federation(spec, AuditSpec(level="example", canaries=40))
     assert result["claimed"]["epsilon"] is None
     assert result["views"]["final"]["auc"] > 0.7  # mislabelled samples are memorised
+
+
+def test_a_diverging_canary_run_is_refused_in_one_line() -> None:
+    """NaN weights give NaN canary scores: the audit says so instead of crashing on the AUC."""
+    spec = tiny_spec(num_clients=4, fraction=1.0, rounds=2, executor="batched",
+                     recipe=Recipe(epochs=1, batch_size=16, lr=1e30))
+    with pytest.raises(UserError, match="canary run diverged"):
+        audit_federation(spec, AuditSpec(level="client", canaries=8))
