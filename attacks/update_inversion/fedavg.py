@@ -116,8 +116,15 @@ def one_start(forward: Forward, down: State, observed: State, labels: torch.Tens
         optimiser.zero_grad()
         loss = update_loss(forward, down, observed, to_images(z), labels, orders, recipe, settings,
                            extras.values(free))
+        if not torch.isfinite(loss):
+            break  # the simulated run overflowed: keep the last finite images, not NaN ones
         loss.backward()
+        previous = z.detach().clone()
         optimiser.step()
+        if not torch.isfinite(z).all():
+            with torch.no_grad():
+                z.copy_(previous)
+            break
         schedule.step()
     copies = to_images(z).detach()
     found = {k: v.detach() for k, v in extras.values(free).items()}

@@ -51,3 +51,14 @@ def test_a_random_update_recovers_nothing(mlp: Model, digits: Images) -> None:
     psnr, chance = score_images(recon, x).summary()["psnr_mean"], _chance(x)
     print(f"random update: PSNR {psnr:.1f} dB, chance {chance:.1f} dB")
     assert psnr < chance + MARGIN_DB
+
+
+def test_a_simulation_that_overflows_still_returns_finite_images(mlp: Model, digits: Images) -> None:
+    """A recipe whose simulated local run overflows (here a learning rate of 1e30) once stopped
+    the attack with NaN images in its alignment; the optimiser now keeps its last finite images."""
+    forward, down = mlp
+    y = digits[1][20:24]
+    up = {k: v + d for (k, v), d in zip(down.items(), _random_like(down, 1e3).values())}
+    recon = invert_update(forward, down, up, y, (1, 8, 8), LocalRecipe(2, 2, 1e30),
+                          torch.Generator().manual_seed(0), UpdateSettings(steps=20))
+    assert torch.isfinite(recon).all()
