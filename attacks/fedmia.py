@@ -65,6 +65,17 @@ def sees_every_client(view: View) -> bool:
     return any(ch.client is None and ch.kind == "uplink" for ch in view.channels)
 
 
+def require_every_client_model(name: str, view: View) -> None:
+    """Refuse (not applicable) a view in which the victim cannot be compared with the other
+    clients of its rounds: the server-side tests need every client's whole model from the wire."""
+    if not sees_every_client(view):
+        raise NotApplicable(f"{name} compares the victim with the other clients of its rounds; the "
+                            f"{view.threat_model} does not see other clients' messages")
+    why = decodes_whole_model(view.target)
+    if why is not None:
+        raise NotApplicable(f"{name} needs every client's model from the wire, and {why}")
+
+
 def round_models(view: View, rnd: int) -> dict[int, State]:
     """Every client's model of round `rnd` decoded from its (downlink, uplink) pair."""
     msgs = view.messages(rounds={rnd})
@@ -90,12 +101,7 @@ class FedMia(MembershipAttack):
 
     def scores(self, adv: Adversary, gen: torch.Generator) -> Calibrated:
         s, view, x = self.settings, adv.view, adv.knowledge.queries.x
-        if not sees_every_client(view):
-            raise NotApplicable(f"fedmia compares the victim with the other clients of its rounds; the "
-                                f"{view.threat_model} does not see other clients' messages")
-        why = decodes_whole_model(view.target)
-        if why is not None:
-            raise NotApplicable(f"fedmia needs every client's model from the wire, and {why}")
+        require_every_client_model(self.name, view)
         labels = self.query_labels(adv, self.query_log_probs(adv))
         total, used, others = np.zeros(len(x)), [], []
         for rnd in victim_rounds(view, s.max_rounds):

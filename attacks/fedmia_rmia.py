@@ -29,10 +29,9 @@ import numpy as np
 import torch
 
 from fedattack.attacks.base import Adversary, NotApplicable
-from fedattack.attacks.fedmia import round_models, sees_every_client, victim_rounds
+from fedattack.attacks.fedmia import require_every_client_model, round_models, victim_rounds
 from fedattack.attacks.membership_family import MEMBERSHIP_METRICS, Calibrated, MembershipAttack
 from fedattack.attacks.reconstruction.base import log_probs
-from fedattack.attacks.reconstruction.generic import decodes_whole_model
 from fedattack.attacks.reference_models import true_class_log_prob
 from fedattack.attacks.rmia import pairwise_scores, relative_log_prob
 from fedattack.registry import UserError
@@ -71,12 +70,7 @@ class FedMiaRmia(MembershipAttack):
 
     def scores(self, adv: Adversary, gen: torch.Generator) -> Calibrated:
         s, view, x = self.settings, adv.view, adv.knowledge.queries.x
-        if not sees_every_client(view):
-            raise NotApplicable(f"fedmia-rmia compares the victim with the other clients of its rounds; "
-                                f"the {view.threat_model} does not see other clients' messages")
-        why = decodes_whole_model(view.target)
-        if why is not None:
-            raise NotApplicable(f"fedmia-rmia needs every client's model from the wire, and {why}")
+        require_every_client_model(self.name, view)
         seed = int(torch.randint(2**62, (1,), generator=gen))
         aux = self.labelled(adv, adv.knowledge.aux)
         population = aux.take(numpy_rng(seed, "fedmia-population").permutation(len(aux))[:s.population])
