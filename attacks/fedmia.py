@@ -24,6 +24,7 @@ fewer other clients are skipped).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from dataclasses import replace as _replace
 from typing import ClassVar
@@ -84,6 +85,21 @@ def round_models(view: View, rnd: int) -> dict[int, State]:
             for m in msgs if m.kind == "uplink"}
 
 
+def rounds_with_others(view: View, max_rounds: int, min_others: int) -> Iterator[tuple[int, State, list[State]]]:
+    """(round, the victim's model, the other clients' models) for each visible round of the victim
+    with at least `min_others` other clients, decoded one round at a time (all rounds' models
+    together would not fit in memory); not applicable when no round qualifies."""
+    found = False
+    for rnd in victim_rounds(view, max_rounds):
+        models = round_models(view, rnd)
+        rest = [p for c, p in models.items() if c != view.victim]
+        if view.victim in models and len(rest) >= min_others:
+            found = True
+            yield rnd, models[view.victim], rest
+    if not found:
+        raise NotApplicable(f"no visible round of client {view.victim} had {min_others} other clients")
+
+
 def victim_rounds(view: View, most: int) -> list[int]:
     return sorted({e["round"] for e in view.entries()
                    if e["kind"] == "uplink" and e["sender"] == view.victim})[-most:]
@@ -104,17 +120,11 @@ class FedMia(MembershipAttack):
         require_every_client_model(self.name, view)
         labels = self.query_labels(adv, self.query_log_probs(adv))
         total, used, others = np.zeros(len(x)), [], []
-        for rnd in victim_rounds(view, s.max_rounds):
-            models = round_models(view, rnd)
-            rest = [p for c, p in models.items() if c != view.victim]
-            if view.victim not in models or len(rest) < s.min_others:
-                continue
+        for rnd, victim, rest in rounds_with_others(view, s.max_rounds, s.min_others):
             out = np.stack([logit_confidence(log_probs(view.target, p, x), labels) for p in rest])
-            phi = logit_confidence(log_probs(view.target, models[view.victim], x), labels)
+            phi = logit_confidence(log_probs(view.target, victim, x), labels)
             total += -stats.norm.logsf(phi, out.mean(0), fit_sigma(out, s.variance))
             used.append(rnd)
             others.append(len(rest))
-        if not used:
-            raise NotApplicable(f"no visible round of client {view.victim} had {s.min_others} other clients")
         return Calibrated(total, info={"rounds": used, "other_clients_per_round": others,
                                        "variance": s.variance})
