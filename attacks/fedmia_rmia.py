@@ -33,7 +33,7 @@ from fedattack.attacks.fedmia import require_every_client_model, rounds_with_oth
 from fedattack.attacks.membership_family import MEMBERSHIP_METRICS, Calibrated, MembershipAttack
 from fedattack.attacks.reconstruction.base import log_probs
 from fedattack.attacks.reference_models import true_class_log_prob
-from fedattack.attacks.rmia import pairwise_scores, relative_log_prob
+from fedattack.attacks.rmia import check_pairwise_test, pairwise_scores, relative_log_prob
 from fedattack.registry import UserError
 from fedattack.rng import numpy_rng
 from fedattack.target import State
@@ -52,10 +52,7 @@ class FedMiaRmiaSettings:
     def __post_init__(self) -> None:
         if self.max_rounds < 1 or self.min_others < 1 or self.population < 1:
             raise UserError("fedmia-rmia max_rounds, min_others and population must be at least 1")
-        if not 0.0 <= self.a <= 1.0:
-            raise UserError(f"fedmia-rmia a={self.a} must be between 0 and 1")
-        if self.gamma <= 0:
-            raise UserError(f"fedmia-rmia gamma={self.gamma} must be positive")
+        check_pairwise_test("fedmia-rmia", self.a, self.gamma)
 
 
 class FedMiaRmia(MembershipAttack):

@@ -58,12 +58,17 @@ class RmiaSettings:
             raise UserError(f"rmia references={self.references} must be at least 1")
         if self.population < 1:
             raise UserError(f"rmia population={self.population} must be at least 1")
-        if not 0.0 <= self.a <= 1.0:
-            raise UserError(f"rmia a={self.a} must be between 0 and 1")
-        if self.gamma <= 0:
-            raise UserError(f"rmia gamma={self.gamma} must be positive")
+        check_pairwise_test("rmia", self.a, self.gamma)
         if not 0.0 < self.in_fraction < 1.0:
             raise UserError("rmia in_fraction must be between 0 and 1")
+
+
+def check_pairwise_test(attack: str, a: float, gamma: float) -> None:
+    """The offline correction a and the pairwise threshold gamma, shared by every RMIA-style test."""
+    if not 0.0 <= a <= 1.0:
+        raise UserError(f"{attack} a={a} must be between 0 and 1")
+    if gamma <= 0:
+        raise UserError(f"{attack} gamma={gamma} must be positive")
 
 
 def split_population(aux: Samples, most: int, seed: int) -> tuple[Samples, Samples]:
