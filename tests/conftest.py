@@ -8,10 +8,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from fedattack.federation.executors import Executor
+from fedattack.federation.loop import FederationState, RoundLoop
 from fedattack.federation.spec import FederationSpec
 from fedattack.federation.train import train_federation
 from fedattack.registry import TARGETS
-from fedattack.target import Recipe, Target, TargetContext
+from fedattack.target import LocalData, Recipe, Target, TargetContext
 from fedattack.wire import SERVER, Message
 
 # The tests' models are tiny: one intra-op thread is faster than two, and much faster when the
@@ -47,6 +49,17 @@ def data_root() -> Path | None:
     """The real datasets, when CI or the developer points FEDATTACK_DATA at them."""
     root = os.environ.get("FEDATTACK_DATA")
     return Path(root) if root and Path(root).is_dir() else None
+
+
+def run_rounds(spec: FederationSpec, target: Target, datas: list[LocalData],
+               executor: Executor) -> tuple[RoundLoop, FederationState, list[Message]]:
+    """Every round of `spec` in memory (no run directory), with the messages it sent."""
+    messages: list[Message] = []
+    loop = RoundLoop(spec, target, datas, executor, messages.append)
+    state = loop.start()
+    for rnd in range(1, spec.rounds + 1):
+        loop.run_round(state, rnd)
+    return loop, state, messages
 
 
 def received(payloads: list[dict[str, torch.Tensor]], samples: list[float],

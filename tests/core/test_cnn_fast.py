@@ -19,13 +19,13 @@ from fedattack.federation.executor_plugins._cnn_fast import cnn_spec
 from fedattack.federation.executor_plugins._mlp_fast import mlp_layers
 from fedattack.federation.executor_plugins._stacked import TrainRequest, hand_written, train_stacked
 from fedattack.federation.executors import ClientJob, make_executor
-from fedattack.federation.loop import RoundLoop, client_data
+from fedattack.federation.loop import client_data
 from fedattack.federation.train import build_target
 from fedattack.optim import Adam
 from fedattack.target import ClientContext, LocalData, Recipe, State, Target
 from fedattack.training import sequential_train
 from fedattack.wire import Message
-from tests.conftest import tiny_spec
+from tests.conftest import run_rounds, tiny_spec
 
 ATOL, RTOL = 1e-5, 1e-4  # the batched executor's tolerance (tests/core/test_batched_executor.py)
 SIZES = (23, 40, 31)  # 3, 5 and 4 steps an epoch, each with a short last batch
@@ -124,11 +124,7 @@ def _federate(executor: str) -> tuple[State, list[Message]]:
     datas = [client_data(dataset, partition, k) for k in range(partition.num_clients)]
     for k, d in enumerate(datas):  # 21, 30, 39, 48 samples: uneven steps, short batches
         d.x_train, d.y_train = d.x_train[:21 + 9 * k], d.y_train[:21 + 9 * k]
-    messages: list[Message] = []
-    loop = RoundLoop(spec, target, datas, make_executor(executor), messages.append)
-    state = loop.start()
-    for rnd in range(1, spec.rounds + 1):
-        loop.run_round(state, rnd)
+    _, state, messages = run_rounds(spec, target, datas, make_executor(executor))
     return state.server, messages
 
 

@@ -11,11 +11,11 @@ from fedattack.data import load_dataset
 from fedattack.data.partition import make_partition
 from fedattack.federation.executor_plugins.batched import BatchedExecutor
 from fedattack.federation.executors import Executor, make_executor
-from fedattack.federation.loop import FederationState, RoundLoop, client_data
+from fedattack.federation.loop import FederationState, client_data
 from fedattack.federation.train import build_target
 from fedattack.target import Recipe, Target
 from fedattack.wire import Message
-from tests.conftest import tiny_spec
+from tests.conftest import run_rounds, tiny_spec
 
 SPEC = tiny_spec(num_clients=4, fraction=0.75, rounds=2, recipe=Recipe(epochs=1, batch_size=16, lr=0.1))
 
@@ -44,11 +44,7 @@ def _federate(method: str, defences: str, executor: str,
     datas = [client_data(dataset, partition, k) for k in range(partition.num_clients)]
     for k, d in enumerate(datas):  # uneven sizes, so sample weights matter
         d.x_train, d.y_train = d.x_train[:20 + 12 * k], d.y_train[:20 + 12 * k]
-    messages: list[Message] = []
-    loop = RoundLoop(spec, target, datas, _executor(executor), messages.append)
-    state = loop.start()
-    for rnd in range(1, spec.rounds + 1):
-        loop.run_round(state, rnd)
+    _, state, messages = run_rounds(spec, target, datas, _executor(executor))
     return target, state, messages
 
 
