@@ -18,13 +18,12 @@ from fedattack.federation.executor_plugins._mlp_fast import mlp_layers
 from fedattack.federation.executor_plugins._stacked import bulk_draws_match, draw_steps
 from fedattack.federation.executor_plugins.batched import BatchedExecutor
 from fedattack.federation.executors import ClientJob, make_executor
-from fedattack.federation.loop import RoundLoop, client_data
+from fedattack.federation.loop import client_data
 from fedattack.federation.train import build_target
 from fedattack.registry import TARGETS
 from fedattack.target import ClientContext, Recipe, Target
 from fedattack.training import draw_noise, sequential_train
-from fedattack.wire import Message
-from tests.conftest import tiny_spec
+from tests.conftest import run_rounds, tiny_spec
 
 SPEC = tiny_spec(num_clients=4, fraction=1.0, rounds=2, recipe=Recipe(epochs=2, batch_size=8, lr=0.1))
 ATOL = 1e-5
@@ -46,13 +45,9 @@ def _federate(method: str, executor: str, fast: bool = True,  # type: ignore[no-
     datas = [client_data(dataset, partition, k) for k in range(partition.num_clients)]
     for k, d in enumerate(datas):  # 21, 36, 51, 66 samples: 3 to 9 steps, all with a short batch
         d.x_train, d.y_train = d.x_train[:21 + 15 * k], d.y_train[:21 + 15 * k]
-    messages: list[Message] = []
     runner = BatchedExecutor(fast=fast, group_size=group_size) if executor == "batched" \
         else make_executor(executor)
-    loop = RoundLoop(spec, target, datas, runner, messages.append)
-    state = loop.start()
-    for rnd in range(1, spec.rounds + 1):
-        loop.run_round(state, rnd)
+    loop, state, messages = run_rounds(spec, target, datas, runner)
     return target, state, messages, loop.evaluate(state)
 
 

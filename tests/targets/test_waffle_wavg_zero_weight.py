@@ -9,13 +9,13 @@ import torch
 from fedattack.data import load_dataset
 from fedattack.data.partition import make_partition
 from fedattack.federation.executors import make_executor
-from fedattack.federation.loop import RoundLoop, client_data
+from fedattack.federation.loop import client_data
 from fedattack.federation.train import build_target
 from fedattack.registry import UserError
 from fedattack.target import ClientContext, Recipe, Target
 from fedattack.targets.waffle_wavg import HISTORY, ZERO
 from fedattack.training import sequential_train
-from tests.conftest import tiny_spec
+from tests.conftest import run_rounds, tiny_spec
 
 RECIPE = Recipe(epochs=1, batch_size=16, lr=0.1)
 
@@ -90,11 +90,7 @@ def test_a_frozen_federation_runs_and_flags_only_zero_weight_agents() -> None:
     target = build_target(spec, dataset, 4)
     partition = make_partition(spec.partition, dataset.y_train.numpy(), 4, 0, spec.dataset)
     datas = [client_data(dataset, partition, k) for k in range(4)]
-    messages = []
-    loop = RoundLoop(spec, target, datas, make_executor("batched"), messages.append)
-    state = loop.start()
-    for rnd in range(1, 7):
-        loop.run_round(state, rnd)
+    _, state, messages = run_rounds(spec, target, datas, make_executor("batched"))
     flags = {(m.round, m.receiver): float(m.payload[ZERO][0]) for m in messages if m.kind == "downlink"}
     assert flags[(1, 0)] == 0.0 and all(v in (0.0, 1.0) for v in flags.values())
     assert sum(flags.values()) >= 3  # some agents really sat at weight 0 (agent 1, here)
