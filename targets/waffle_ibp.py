@@ -39,7 +39,8 @@ The paper does not say which ratio its Table 2 used (its F=120 numbers lie withi
 either; it is IBP-WF's MNIST value.
 
 Recipes (`_waffle_recipe`): `recipe=literal` (default) is the above, as the paper states it.
-`recipe=ibp-wf` takes IBP-WF's training where the paper is silent: Adam (lr 1e-3), a temperature
+`recipe=personal` is ibp-wf with the searched choices that make
+clients personalise (kl_weight 0.01 among them). `recipe=ibp-wf` takes IBP-WF's training where the paper is silent: Adam (lr 1e-3), a temperature
 schedule, a fine-tuning phase on the thresholded selection at the end of each round, evaluation
 at kappa 0.5; each is its own setting (optimizer, adam_lr, temperature_start, temperature_decay,
 temperature_clock, finetune_epochs, eval_threshold), documented with its source there.
@@ -51,6 +52,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -82,7 +84,7 @@ class WaffleHyper:
     step of pi, c, d relative to the shared lr. r_init_mean: mean of the factor strengths'
     initial N(mean, 0.1^2) (IBP-WF's 0 suits its Adam; under plain SGD the composed weights
     then start about 20 times smaller than a plain layer's; a diagnostic, not in the paper).
-    recipe: literal or ibp-wf; optimizer, adam_lr, temperature_start, temperature_decay,
+    recipe: literal, ibp-wf or personal; optimizer, adam_lr, temperature_start, temperature_decay,
     temperature_clock, finetune_epochs: the recipe's choices (`_waffle_recipe`; an empty or
     negative value takes the recipe's, as does eval_threshold; temperature is the final one).
     kl_weight: the KL's weight in the client's objective, as a multiple of the paper's (eq. 12
@@ -127,6 +129,11 @@ class WaffleIBP(FactorSelectionTarget):
     def __init__(self, hyper: Any, ctx: TargetContext) -> None:
         super().__init__(hyper, ctx)
         self.rec = recipes.resolve(hyper, ctx.input_shape, ctx.recipe.epochs)
+
+    @classmethod
+    def make_hyper(cls, overrides: Mapping[str, Any]) -> Any:
+        """A named recipe (`recipe=personal`) fills the settings the user left unset."""
+        return super().make_hyper(recipes.with_preset(overrides))
 
     def alpha(self, layer: str) -> float:
         return float(self.hyper.alpha_ratio) * self.factorized[layer]

@@ -159,3 +159,15 @@ def test_kl_weight_scales_the_prior_term_and_pi_init_sets_the_start() -> None:
         _target(kl_weight=-1.0)
     with pytest.raises(UserError):
         _target(pi_init=1.0)
+
+
+def test_named_recipe_personal_is_its_spelled_out_settings() -> None:
+    """`recipe=personal` fills what the user left unset, and an explicit setting wins."""
+    spelled = dict(recipes.PRESETS["personal"])
+    named = _target(recipe="personal")
+    assert {k: getattr(named.hyper, k) for k in spelled} == spelled
+    assert named.rec == _target(recipe="ibp-wf", **spelled).rec
+    assert _target(recipe="personal", kl_weight=1.0).hyper.kl_weight == 1.0
+    assert _target(**{"recipe": "personal", "adam-lr": 0.1}).hyper.adam_lr == 0.1
+    with pytest.raises(UserError, match="personal"):
+        _target(recipe="nonesuch")
