@@ -48,8 +48,8 @@ partial participation a client cannot tell), and it needs nothing from the round
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import torch

@@ -39,11 +39,12 @@ The paper does not say which ratio its Table 2 used (its F=120 numbers lie withi
 either; it is IBP-WF's MNIST value.
 
 Recipes (`_waffle_recipe`): `recipe=literal` (default) is the above, as the paper states it.
-`recipe=personal` is ibp-wf with the searched choices that make
-clients personalise (kl_weight 0.01 among them). `recipe=ibp-wf` takes IBP-WF's training where the paper is silent: Adam (lr 1e-3), a temperature
+`recipe=ibp-wf` takes IBP-WF's training where the paper is silent: Adam (lr 1e-3), a temperature
 schedule, a fine-tuning phase on the thresholded selection at the end of each round, evaluation
 at kappa 0.5; each is its own setting (optimizer, adam_lr, temperature_start, temperature_decay,
 temperature_clock, finetune_epochs, eval_threshold), documented with its source there.
+`recipe=personal` is ibp-wf with the choices our search made so that clients personalise
+(kl_weight 0.01 among them; the table is in `_waffle_recipe`).
 The federation's manifest gets the selection's health (`summarize`): how far pi moved from the
 prior, how much clients differ, how many distinct factor sets they use, per group.
 """
@@ -51,8 +52,8 @@ prior, how much clients differ, how many distinct factor sets they use, per grou
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import torch
