@@ -17,7 +17,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from tqdm import tqdm
 
@@ -58,24 +58,28 @@ class VictimCase:
 
 
 def evaluate_run(run_dir: str | Path | Federation, spec: EvaluationSpec, out: str | Path, *,
-                 data_root: str | None = None, progress: bool = True) -> list[Path]:
+                 data_root: str | None = None, progress: bool = True,
+                 diverged: Literal["refuse", "not-applicable"] = "refuse") -> list[Path]:
     """Attack `run_dir` as `spec` says and write results into `out`; returns the result files.
 
     Results are written into a hidden staging folder beside `out` and moved in only when every
     attack is done, so an interrupted or failed evaluation adds nothing to `out`; a pid lock
-    refuses a second evaluation into the same folder while one runs.
+    refuses a second evaluation into the same folder while one runs. A run that diverged is
+    refused (`diverged="refuse"`: one command, one line) or, for a sweep that must go on past
+    it, given a not-applicable result per victim, threat model and attack that says why
+    (`diverged="not-applicable"`).
     """
     fed = run_dir if isinstance(run_dir, Federation) else Federation(run_dir)  # opening checks every file
     out = Path(out)
     refuse_dangerous(out)
-    if fed.manifest.get("diverged"):
-        raise UserError(f"{fed.path} diverged during training (NaN or infinite weights in "
-                        f"{', '.join(fed.manifest['diverged'][:3])}); attacking it would measure nothing, "
-                        "train it again with a smaller --lr")
+    why = diverged_note(fed)
+    if why and diverged == "refuse":
+        raise UserError(f"{fed.path} {why}, train it again with a smaller --lr")
     with PidLock(out.parent / f".{out.name}.lock", f"evaluating into {out}"):
         stage = staging_dir(out)
         try:
-            written = _evaluate_into(fed, spec, stage, data_root, progress)
+            written = (_not_applicable_into(fed, spec, stage, why) if why
+                       else _evaluate_into(fed, spec, stage, data_root, progress))
             return publish(stage, out, written)
         finally:
             shutil.rmtree(stage, ignore_errors=True)
@@ -123,6 +127,28 @@ def _evaluate_into(fed: Federation, spec: EvaluationSpec, out: Path, data_root: 
             case = VictimCase(fed, target, tm, victim, known, truth, facts)
             written += attack_victim(case, attacks, spec, out, ctx, bar)
     bar.close()
+    write_summary(out / "summary.json", written)
+    return written
+
+
+def diverged_note(fed: Federation) -> str:
+    """Why a diverged run has nothing to attack ("" when it did not diverge)."""
+    names = fed.manifest.get("diverged") or []
+    return (f"diverged during training (NaN or infinite weights in {', '.join(names[:3])}); attacking it "
+            "would measure nothing" if names else "")
+
+
+def _not_applicable_into(fed: Federation, spec: EvaluationSpec, out: Path, why: str) -> list[Path]:
+    """One not-applicable result per victim, threat model and attack, saying why: the cell is
+    recorded (reports show it), nothing is attacked and no data is loaded."""
+    threats = [THREAT_MODELS.get(n)() for n in names(spec.threat_models, THREAT_MODELS.names())]
+    attacks = build_attacks(names(spec.attacks, ATTACKS.names()), spec.settings)
+    base = ResultContext(run=run_info(fed), pools={}, max_queries=spec.max_queries, executor=spec.executor,
+                         reconstruction_request=spec.reconstruction, threat_model={}, knowledge={})
+    facts = RunFacts.of(fed)
+    written = [not_applicable(a, tm, victim, spec.seed, out, replace(base, threat_model=tm.describe(victim, facts)),
+                              why)
+               for victim in parse_victims(spec.victims, fed, spec.seed) for tm in threats for a in attacks]
     write_summary(out / "summary.json", written)
     return written
 
@@ -193,13 +219,17 @@ def attack_victim(case: VictimCase, attacks: list[Attack], spec: EvaluationSpec,
 def skip(attack: Attack, case: VictimCase, seed: int, out: Path, ctx: ResultContext, note: str,
          bar: tqdm) -> Path:
     """A "not applicable" result: the request was fine, there is just nothing to attack."""
-    tm, victim = case.tm, case.victim
+    bar.update()
+    return not_applicable(attack, case.tm, case.victim, seed, out, ctx, note)
+
+
+def not_applicable(attack: Attack, tm: ThreatModel, victim: int, seed: int, out: Path, ctx: ResultContext,
+                   note: str) -> Path:
     path = out / f"{attack.name}-{tm.name}-{ctx.reconstruction or 'none'}-victim{victim}.json"
     result = AttackResult(attack=attack.name, threat_model=tm.name, run=ctx.run, victim=victim,
                           reconstruction=ctx.reconstruction or "none", settings=ctx.settings(), seed=seed,
                           extra=ctx.extra(), metric_info=metric_table(attack.metrics), applicable=False,
                           upper_bound=tm.upper_bound, note=note)
-    bar.update()
     return result.save(path)
 
 

@@ -29,7 +29,8 @@ class RunEvaluator:
 
     def __call__(self, job: EvalJob, run_dir: Path, out: Path) -> None:
         from fedattack.attacks.evaluate import evaluate_run
-        evaluate_run(run_dir, job.spec, out, data_root=self.data_root, progress=self.progress)
+        evaluate_run(run_dir, job.spec, out, data_root=self.data_root, progress=self.progress,
+                     diverged="not-applicable")  # a diverged cell is recorded, the sweep goes on
 
 
 def make_evaluator(data_root: str | None, progress: bool) -> RunEvaluator:
