@@ -75,8 +75,19 @@ def setting(spec: dict[str, Any]) -> str:
     """What defines the federation besides its seed and the paper's fixed recipe, as table cells."""
     cells = [str(spec.get(k, "none" if k == "normalize" else "")) for k in SETTING_KEYS]
     hyper = spec.get("hyper", {})
-    cells.append(", ".join(f"{k}={v}" for k, v in hyper.items()) or "(defaults)")
+    cells.append(", ".join(f"{k}={_value(v)}" for k, v in hyper.items()) or "(defaults)")
     return " | ".join(cells)
+
+
+def _value(value: Any) -> str:
+    """A setting's value as one text whether it came from the CLI ("1") or a TOML file (1.0),
+    so runs of the same setting pool over seeds however they were started."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    try:
+        return f"{float(value):g}"
+    except (TypeError, ValueError):
+        return str(value)
 
 
 def health(summary: dict[str, Any]) -> dict[str, Any]:
