@@ -48,6 +48,11 @@ class Adversary:
     model: Reconstructed  # the victim's model as the adversary rebuilt it
     reconstructor: Reconstructor  # the same strategy, to rebuild shadow models
     executor: str = "sequential"
+    # Shadow clients already trained for this victim (`shadow.train_shadows`): shared by every
+    # reconstruction strategy and every model the upper bound holds, which all start the shadows
+    # from the same downlink, so each set is trained once, not once per strategy and held model.
+    trained: dict[tuple[object, ...], list[Observation]] = field(default_factory=dict, repr=False,
+                                                                compare=False)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -31,7 +31,7 @@ from fedattack.attacks.summary import write_summary
 from fedattack.attacks.threat_models.base import RunFacts, ThreatModel
 from fedattack.attacks.truth import GroundTruth
 from fedattack.attacks.upper_bound import attack_strongest
-from fedattack.attacks.view import Knowledge
+from fedattack.attacks.view import Knowledge, Observation
 from fedattack.data import load_dataset
 from fedattack.data.types import Dataset, DatasetMissing
 from fedattack.evaluation import EvaluationSpec
@@ -191,7 +191,8 @@ def attack_victim(case: VictimCase, attacks: list[Attack], spec: EvaluationSpec,
                 f"observes ({', '.join(sorted(obs.parts())) or 'nothing'} of round {obs.round})")
         return [skip(a, case, spec.seed, out, ctx, note, bar) for a in attacks]
     bar.total += len(attacks) * (len(strategies) - 1)
-    written = []
+    written: list[Path] = []
+    trained: dict[tuple[object, ...], list[Observation]] = {}  # shadows shared by every strategy
     for strategy in strategies:
         started = time.perf_counter()
         reconstructor = Reconstructor(strategy, target, case.knowledge, spec.seed, victim)
@@ -204,7 +205,7 @@ def attack_victim(case: VictimCase, attacks: list[Attack], spec: EvaluationSpec,
             sctx = replace(ctx, reconstruction=strategy.name)
             written += [skip(a, case, spec.seed, out, sctx, note, bar) for a in attacks]
             continue
-        adv = Adversary(view, case.knowledge, obs, model, reconstructor, spec.executor)
+        adv = Adversary(view, case.knowledge, obs, model, reconstructor, spec.executor, trained)
         seen = {"round": obs.round, "parts": sorted(obs.parts())}
         sctx = replace(ctx, reconstruction=strategy.name, observation=seen,
                        reconstruction_seconds=time.perf_counter() - started)

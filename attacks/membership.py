@@ -31,7 +31,7 @@ from fedattack.attacks.base import Adversary, NotApplicable
 from fedattack.attacks.membership_family import Calibrated, MembershipAttack
 from fedattack.attacks.membership_metrics import best_threshold
 from fedattack.attacks.reconstruction.base import log_probs
-from fedattack.attacks.shadow import ShadowData, ShadowModels, shadow_splits
+from fedattack.attacks.shadow import ShadowData, shadow_splits, train_shadows
 from fedattack.interrupts import honour_interrupts
 from fedattack.registry import UserError
 from fedattack.target import Target
@@ -80,7 +80,7 @@ class Membership(MembershipAttack):
         counts = know.victim_class_counts or aux.class_counts(target.num_classes)
         splits = shadow_splits(aux, counts, s.shadows, s.shadow_in_fraction, seed)
         solo = "deployed" in adv.reconstructor.strategy.needs
-        shadows = ShadowModels(target, adv.executor, seed, adv.view.victim).train(adv.obs, splits, solo)
+        shadows = train_shadows(adv, seed, splits, solo)
         rows = [self.records(target, adv.reconstructor(sh.obs, key=j + 1).params, sh.data, seed + j)
                 for j, sh in enumerate(shadows)]
         feats, labels, member, losses = (np.concatenate(parts) for parts in zip(*rows))

@@ -22,7 +22,7 @@ import torch
 from fedattack.attacks.base import Adversary, NotApplicable
 from fedattack.attacks.data import Samples
 from fedattack.attacks.reconstruction.base import log_probs
-from fedattack.attacks.shadow import ShadowData, ShadowModels, shadow_splits
+from fedattack.attacks.shadow import ShadowData, shadow_splits, train_shadows
 from fedattack.rng import numpy_rng
 from fedattack.target import State
 
@@ -92,8 +92,7 @@ def train_references(adv: Adversary, plan: Plan, seed: int) -> list[State]:
     if not any(len(d.trained) for d in plan.datas):
         raise NotApplicable("no auxiliary data to train reference models on; raise --aux-size")
     solo = "deployed" in adv.reconstructor.strategy.needs
-    trainer = ShadowModels(adv.view.target, adv.executor, seed, adv.view.victim)
-    shadows = trainer.train(adv.obs, plan.datas, solo)
+    shadows = train_shadows(adv, seed, plan.datas, solo)
     return [adv.reconstructor(sh.obs, key=j + 1).params for j, sh in enumerate(shadows)]
 
 

@@ -9,9 +9,12 @@ the executor API, so a faster executor trains them faster. What comes out has th
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+import torch
 
 from fedattack.attacks.data import Samples
 from fedattack.attacks.view import Observation
@@ -20,6 +23,9 @@ from fedattack.rng import derive_seed, generator, numpy_rng
 from fedattack.target import ClientContext, LocalData, State, Target
 from fedattack.training import sequential_train
 from fedattack.wire import SERVER, Message, Payload
+
+if TYPE_CHECKING:
+    from fedattack.attacks.base import Adversary
 
 
 @dataclass(frozen=True)
@@ -95,6 +101,31 @@ class ShadowModels:
             return dict(start.down), dict(start.down)
         server = self.target.init_server(generator(self.seed, "shadow-init", self.victim, j))
         return server, self.target.broadcast(server, self.victim, start.round or 0)
+
+
+def train_shadows(adv: Adversary, seed: int, datas: list[ShadowData], solo_deployed: bool) -> list[Shadow]:
+    """Shadow clients of the victim trained on `datas`, or the same set trained before for this
+    victim: the upper bound runs each attack once per model the victim held and `all` once per
+    reconstruction strategy, and neither changes what a shadow trains from (the downlink, the
+    data, the seed), so training again would only repeat the same bytes."""
+    key = (seed, solo_deployed, adv.executor, adv.view.victim, adv.obs.round,
+           fingerprint([adv.obs.down or {}] + [{"x": d.trained.x, "y": d.trained.y} for d in datas]))
+    if key not in adv.trained:
+        trainer = ShadowModels(adv.view.target, adv.executor, seed, adv.view.victim)
+        adv.trained[key] = [sh.obs for sh in trainer.train(adv.obs, datas, solo_deployed)]
+    return [Shadow(data, obs) for data, obs in zip(datas, adv.trained[key])]
+
+
+def fingerprint(states: list[dict[str, torch.Tensor]]) -> str:
+    """A digest of tensors' names, shapes, types and bytes (equal digests: equal training inputs)."""
+    digest = hashlib.blake2b(digest_size=16)
+    for state in states:
+        for name in sorted(state):
+            t = state[name].detach().cpu()
+            digest.update(f"{name}{tuple(t.shape)}{t.dtype};".encode())
+            digest.update(t.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+        digest.update(b"|")
+    return digest.hexdigest()
 
 
 def deployed_alone(target: Target, server: State, up: Payload, private: State, n: int, rnd: int,

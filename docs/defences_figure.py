@@ -3,9 +3,11 @@
     .venv/bin/python docs/defences_figure.py FOLDER docs/defences.png
 
 FOLDER holds `grid/` (the output of `fedattack experiment run fedattack/experiments/defences-dp.toml
---out FOLDER/grid`: sweep.json, runs/, results/) and `audits/<run folder>.json` (`fedattack audit`
-of each run). One row per run directory under grid/runs, named by its method and its dp-fedavg noise
-multiplier. Membership figures pool every victim's queries (AUC and TPR at 1% FPR with 95%
+--out FOLDER/grid`: sweep.json, runs/, results/), `audits/<run folder>.json` (`fedattack audit`
+of each run) and `recon/` (the output of `fedattack/experiments/defences-reconstruction.toml`, the
+reconstruction setting: `defences_reconstruction.py`). One row per run directory under grid/runs
+(and recon/runs), named by its method and its dp-fedavg noise multiplier.
+Membership figures pool every victim's queries (AUC and TPR at 1% FPR with 95%
 stratified bootstrap intervals, `membership_metrics.intervals`; a TPR below 1/#non-members is
 not printed); update inversion pools the victims' matched images (share above 20 dB and mean
 PSNR, 95% percentile bootstrap over victims, images of one victim kept together).
@@ -29,6 +31,7 @@ from scipy.stats import t  # noqa: E402
 from fedattack.attacks.membership_metrics import intervals, pooled, ranking  # noqa: E402
 
 METHODS = {"fedavg": "FedAvg", "waffle-ibp": "WAFFLe (searched recipe)"}
+RECIPES = {"personal": "WAFFLe (personal recipe)"}  # waffle-ibp's named recipes, labelled apart
 MEMBERSHIP = ("rmia", "lira-offline")
 RECOVERED_DB = 20.0
 NO_DP = 1e-3  # where the undefended cell is drawn on the log sigma axis
@@ -76,10 +79,11 @@ def membership(results: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 
 def inversion(results: list[dict[str, Any]]) -> dict[str, Any] | None:
-    groups = [np.asarray(r["extra"]["reconstruction_match"]["psnr"], float) for r in results
+    usable = [r for r in results
               if r.get("applicable", True) and "psnr" in r.get("extra", {}).get("reconstruction_match", {})]
-    if not groups:
+    if not usable:
         return None
+    groups = [np.asarray(r["extra"]["reconstruction_match"]["psnr"], float) for r in usable]
     rng = np.random.default_rng(0)
 
     def ci(stat: Any) -> list[float]:
@@ -93,21 +97,27 @@ def inversion(results: list[dict[str, Any]]) -> dict[str, Any] | None:
     everything = np.concatenate(groups)
     return {"victims": len(groups), "images": len(everything), "share": share(everything),
             "share_ci": ci(share), "psnr": float(everything.mean()), "psnr_ci": ci(np.mean),
-            "seconds": [r.get("seconds") for r in results]}
+            "seconds": [r.get("seconds") for r in results],
+            "per_victim": {r["victim"]: share(g) for r, g in zip(usable, groups)}}
 
 
-def rows(root: Path) -> list[dict[str, Any]]:
-    """Every run directory under grid/runs (the sweep's, and any trained beside it with
-    `fedattack train --out grid/runs/NAME`), with the sweep's evaluation cells of it."""
-    sweep = read(root / "grid" / "sweep.json") or {"cells": []}
+def method_label(spec: dict[str, Any]) -> str:
+    recipe = (spec.get("hyper") or {}).get("recipe")
+    return RECIPES.get(recipe, METHODS.get(spec["method"], spec["method"]))
+
+
+def rows(root: Path, sub: str = "grid") -> list[dict[str, Any]]:
+    """Every run directory under SUB/runs (the sweep's, and any trained beside it with
+    `fedattack train --out SUB/runs/NAME`), with the sweep's evaluation cells of it."""
+    sweep = read(root / sub / "sweep.json") or {"cells": []}
     evaluations = [c["folder"] for c in sweep["cells"] if c["kind"] == "evaluation"]
     out = []
-    for run in sorted(p for p in (root / "grid" / "runs").iterdir() if (p / "federation.json").exists()):
+    for run in sorted(p for p in (root / sub / "runs").iterdir() if (p / "federation.json").exists()):
         manifest = read(run / "federation.json")
         spec = manifest["spec"]
-        attacks = attack_results([root / "grid" / "results" / e for e in evaluations
+        attacks = attack_results([root / sub / "results" / e for e in evaluations
                                   if e.startswith(run.name + "/")])
-        out.append({"folder": run.name, "method": METHODS.get(spec["method"], spec["method"]),
+        out.append({"folder": run.name, "method": method_label(spec),
                     "sigma": sigma_of(spec), "m": round(float(spec["fraction"]) * int(spec["num_clients"])),
                     "accuracy": accuracy(run), "accounting": accounting(run), "seconds": manifest.get("seconds"),
                     "membership": {a: membership(attacks.get(a, [])) for a in MEMBERSHIP},
@@ -116,6 +126,12 @@ def rows(root: Path) -> list[dict[str, Any]]:
                     "audit": read(root / "audits" / f"{run.name}.json") or {},
                     "audit_large": read(root / "audits" / f"large-{run.name}.json") or {}})
     return sorted(out, key=lambda r: (r["method"], r["m"], -1 if r["sigma"] is None else r["sigma"]))
+
+
+def matching(r: dict[str, Any], others: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The row of the other setting with r's base method and sigma (WAFFLe: whichever recipe ran there)."""
+    base = r["method"].split(" (")[0]
+    return next((o for o in others if o["method"].split(" (")[0] == base and o["sigma"] == r["sigma"]), None)
 
 
 def t_interval(values: list[float]) -> tuple[float, float]:
@@ -161,18 +177,26 @@ def sigma_text(sigma: float | None) -> str:
     return "-" if sigma is None else f"{sigma:g}"
 
 
-def attack_table(rs: list[dict[str, Any]]) -> str:
+def attack_table(rs: list[dict[str, Any]], recon: list[dict[str, Any]]) -> str:
+    """The membership columns of this setting; the update inversion column of the reconstruction
+    setting (recon/) at the same method and sigma, said in its header."""
     lines = ["| method | m | sigma | mean local accuracy (%) | RMIA AUC | RMIA TPR @ 1% FPR (%) | offline LiRA AUC | "
-             "offline LiRA TPR @ 1% FPR (%) | members / non-members | update inversion: recovered > 20 dB; "
-             "mean PSNR (victims, images) |", "| " + " | ".join(["---"] * 10) + " |"]
+             "offline LiRA TPR @ 1% FPR (%) | members / non-members | update inversion, **50-image clients** "
+             "(the second setting): recovered > 20 dB; mean PSNR (victims, images) |",
+             "| " + " | ".join(["---"] * 10) + " |"]
     for r in rs:
-        rmia, lira, inv = r["membership"]["rmia"], r["membership"]["lira-offline"], r["inversion"]
+        rmia, lira = r["membership"]["rmia"], r["membership"]["lira-offline"]
+        other = matching(r, recon)
+        inv = other["inversion"] if other else None
         sizes = f"{rmia['members']} / {rmia['nonmembers']} ({rmia['victims']} victims)" if rmia else "-"
         inv_n = f" ({inv['victims']}, {inv['images']})" if inv else ""
+        if other and other["method"] != r["method"]:
+            inv_n += f" [{other['method']}]"
+        inv_cell = "diverged there: not applicable" if other and other["diverged"] else f"{fmt_inv(inv)}{inv_n}"
         flag = " (diverged: NaN weights)" if r["diverged"] else ""
         lines.append(f"| {r['method']} | {r['m']} | {sigma_text(r['sigma'])} | {fmt_acc(r['accuracy'])}{flag} | "
                      f"{fmt_mia(rmia, 'auc')} | {fmt_mia(rmia, 'tpr_at_1fpr')} | {fmt_mia(lira, 'auc')} | "
-                     f"{fmt_mia(lira, 'tpr_at_1fpr')} | {sizes} | {fmt_inv(inv)}{inv_n} |")
+                     f"{fmt_mia(lira, 'tpr_at_1fpr')} | {sizes} | {inv_cell} |")
     return "\n".join(lines)
 
 
@@ -194,18 +218,24 @@ def epsilon_table(rs: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def figure(rs: list[dict[str, Any]], out: Path) -> None:
-    """(a) utility, (b) RMIA's TPR at 1% FPR, (c) update inversion against sigma; (d) epsilon
-    (log) against utility: the accountant's (filled) and the audited one (hollow; an audited 0
-    is off the log scale). One line per
-    method and clients per round m (solid: m = 10, dashed: m = 100)."""
-    fig, axes = plt.subplots(2, 2, figsize=(11, 8))
-    (util, mia), (inv, eps) = axes
-    series = sorted({(r["method"], r["m"]) for r in rs}, key=lambda s: (list(METHODS.values()).index(s[0]), s[1]))
+def color(method: str) -> str:
+    return f"C{[*METHODS.values(), *RECIPES.values()].index(method)}"
+
+
+def figure(rs: list[dict[str, Any]], recon: list[dict[str, Any]], out: Path) -> None:
+    """Top: (a) utility, (b) RMIA's TPR at 1% FPR, (c) update inversion against sigma; bottom:
+    (d) epsilon (log) against utility: the accountant's (filled) and the audited one (hollow; an
+    audited 0 is off the log scale), (e) update inversion against utility, (f) its mean PSNR.
+    Solid lines: the membership setting (grid/; dashed there: m = 100); dash-dotted with
+    triangles: the reconstruction setting (recon/), which (c), (e) and (f) show."""
+    from defences_reconstruction import draw_reconstruction  # a sibling script (it imports this one)
+
+    fig, axes = plt.subplots(2, 3, figsize=(16, 8.5))
+    (util, mia, inv), (eps, inv_util, psnr) = axes
+    series = sorted({(r["method"], r["m"]) for r in rs}, key=lambda s: (color(s[0]), s[1]))
     for method, m in series:
         mine = [r for r in rs if r["method"] == method and r["m"] == m and len(r["accuracy"]) > 1]
-        style = {"color": f"C{list(METHODS.values()).index(method)}", "ls": "-" if m <= 10 else "--",
-                 "marker": "o" if m <= 10 else "s"}
+        style = {"color": color(method), "ls": "-" if m <= 10 else "--", "marker": "o" if m <= 10 else "s"}
         label = f"{method}, m = {m}"
         xs = [r["sigma"] or NO_DP for r in mine]
         acc = [t_interval(r["accuracy"]) for r in mine]
@@ -217,12 +247,6 @@ def figure(rs: list[dict[str, Any]], out: Path) -> None:
             err = [[yi - 100 * v["ci"]["tpr_at_1fpr"][0] for yi, (_, v) in zip(y, pts)],
                    [100 * v["ci"]["tpr_at_1fpr"][1] - yi for yi, (_, v) in zip(y, pts)]]
             mia.errorbar([x for x, _ in pts], y, yerr=err, capsize=3, label=label, **style)
-        pts = [(x, r["inversion"]) for x, r in zip(xs, mine) if r["inversion"]]
-        if pts:
-            y = [100 * v["share"] for _, v in pts]
-            err = [[yi - 100 * v["share_ci"][0] for yi, (_, v) in zip(y, pts)],
-                   [100 * v["share_ci"][1] - yi for yi, (_, v) in zip(y, pts)]]
-            inv.errorbar([x for x, _ in pts], y, yerr=err, capsize=3, label=label, **style)
         dp = [(a[0], r) for a, r in zip(acc, mine) if r["accounting"].get("epsilon") is not None]
         eps.plot([a for a, _ in dp], [r["accounting"]["epsilon"] for _, r in dp], label=f"{label}: accountant",
                  **style)
@@ -235,23 +259,18 @@ def figure(rs: list[dict[str, Any]], out: Path) -> None:
         for a, r in dp:
             eps.annotate(f"σ={r['sigma']:g}", (a, r["accounting"]["epsilon"]), fontsize=7,
                          textcoords="offset points", xytext=(3, 3))
+    draw_reconstruction(recon, util, inv, inv_util, psnr, color, NO_DP)
     mia.axhline(1.0, color="grey", lw=0.8, ls=":", label="chance (TPR = FPR)")
-    measured = sum(1 for r in rs if r["inversion"])
-    if measured < len(rs):
-        inv.text(0.5, 0.5, f"measured on {measured} of {len(rs)} runs (see the page)", ha="center", va="center",
-                 transform=inv.transAxes)
-    inv.set_ylim(-5, 105)
-    for ax in (util, mia, inv):
+    for ax in (util, mia, inv, psnr):
         ax.set_xscale("log")
         ax.set_xlabel("noise multiplier σ (no DP drawn at 1e-3)")
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
-    inv.set_xlim(util.get_xlim())
-    util.set(ylabel="mean local test accuracy (%)", title="(a) utility (95% CI over clients)")
+    util.set(ylabel="mean local test accuracy (%)", title="(a) utility (95% CI over clients), both settings")
     mia.set(ylabel="RMIA TPR at 1% FPR (%)", title="(b) membership, server's view (pooled victims, 95% CI)")
-    inv.set(ylabel="training images recovered > 20 dB (%)", title="(c) update inversion, first layer (95% CI)")
     eps.set_yscale("log")
-    eps.set(xlabel="mean local test accuracy (%)", ylabel="epsilon at δ = 1e-5", title="(d) privacy against utility")
+    eps.set(xlabel="mean local test accuracy (%)", ylabel="epsilon at δ = 1e-5",
+            title="(d) privacy against utility (membership setting)")
     eps.set_ylim(top=1e10)  # room for the legend above the points
     eps.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
@@ -260,17 +279,22 @@ def figure(rs: list[dict[str, Any]], out: Path) -> None:
 
 def main() -> None:
     root, out = Path(sys.argv[1]), Path(sys.argv[2])
+    from defences_reconstruction import reconstruction_table  # a sibling script (it imports this one)
+
     rs = rows(root)
-    print(attack_table(rs))
+    recon = rows(root, "recon") if (root / "recon" / "runs").is_dir() else []
+    print(attack_table(rs, recon))
     print()
     print(epsilon_table(rs))
-    for r in rs:
+    print()
+    print(reconstruction_table(recon))
+    for r in rs + recon:
         inv = r["inversion"]
         print(f"- {r['method']} m {r['m']} sigma {sigma_text(r['sigma'])}: training {r['seconds']} s"
               + (f", DIVERGED ({', '.join(r['diverged'][:3])})" if r["diverged"] else "")
               + (f"; inversion s/victim {inv['seconds']}" if inv else "")
               + f"; audit s {r['audit'].get('seconds', '-')} / {r['audit_large'].get('seconds', '-')}")
-    figure(rs, out)
+    figure(rs, recon, out)
 
 
 if __name__ == "__main__":

@@ -22,14 +22,21 @@ from fedattack.attacks.truth import GroundTruth
 from fedattack.attacks.update_inversion.joint import Inverted
 from fedattack.attacks.update_inversion.labels import count_accuracy
 from fedattack.attacks.update_inversion.problem import VictimUpdate, recover_labels, victim_update
-from fedattack.attacks.update_inversion.unmix import Search, Unmixed, first_layer_update, order_by_labels, unmix
+from fedattack.attacks.update_inversion.unmix import (
+    FirstLayer,
+    Search,
+    Unmixed,
+    first_layer_update,
+    order_by_labels,
+    unmix,
+)
 from fedattack.registry import UserError
 from fedattack.results import Metric
 
 SELECTIONS = ("strategy", "adaptive")
 LABELS = ("threat-model", "recovered")
 STARTS = ("random", "first-layer")
-RANKS = ("quantised", "sparsity")
+RANKS = ("levels", "quantised", "sparsity")
 ON = 0.5  # a relaxed selection entry counts as "factor on" from here (as the strategies' scores)
 
 
@@ -61,10 +68,11 @@ class InversionSettings:
     optimises from noise; "first-layer" reads the images off a fully connected first layer's
     update (`unmix`: the non-negative images of its row space, one linear program per candidate
     pixel, `programs` of them, 0 for every lit pixel; `peel` further rounds steer away from the
-    images found; `rank` "quantised" trusts answers with integer pixel levels first; `slack` lets
-    answers dip that far below zero (float noise in the update's span), see
-    `unmix.Search`) and skips the optimiser, falling back to it (said in the result) where that
-    does not apply."""
+    images found; `rank` "levels" trusts answers with integer pixel levels (`levels` of them:
+    255 for 8-bit images) at the brightness the bias update fixes first, "quantised" up to
+    scale, "sparsity" the sparsest; `slack` lets answers dip that far below zero (float noise in
+    the update's span), see `unmix.Search`) and skips the optimiser, falling back to it (said in
+    the result) where that does not apply."""
 
     iterations: int = 300
     step_size: float = 0.3
@@ -76,8 +84,9 @@ class InversionSettings:
     start: str = "random"
     programs: int = 0
     peel: int = 0
-    rank: str = "quantised"
+    rank: str = "levels"
     slack: float = 0.0
+    levels: int = 255
 
     def __post_init__(self) -> None:
         if self.iterations < 1 or self.restarts < 1 or self.step_size <= 0 or self.tv < 0:
@@ -90,6 +99,8 @@ class InversionSettings:
             raise UserError(f"start {self.start!r} must be one of {', '.join(STARTS)}, programs and peel >= 0")
         if not self.slack >= 0:
             raise UserError(f"slack {self.slack} must be >= 0")
+        if self.levels < 1:
+            raise UserError(f"levels {self.levels} must be >= 1 (255 for 8-bit images)")
         if self.rank not in RANKS:
             raise UserError(f"rank {self.rank!r} must be one of {', '.join(RANKS)}")
         if self.labels not in LABELS:
@@ -126,7 +137,8 @@ class UpdateInversionFamily(DataReconstruction):
         layer = first_layer_update(update.start, update.after, update.shape)
         if layer is None:
             return None, "the optimiser from noise: no fully connected first layer on the wire"
-        unmixed = self.unmixed(layer, len(labels), update.shape, gen)
+        norm = update.target.ctx.normalization
+        unmixed = self.unmixed(layer, len(labels), update.shape, gen, None if norm is None else (norm.mean, norm.std))
         if unmixed.images is None:
             return None, f"the optimiser from noise: {unmixed.note}"
         held = update.extras.initial()
@@ -135,15 +147,18 @@ class UpdateInversionFamily(DataReconstruction):
         free = {k: v for k, v in held.items() if k in update.extras.free}
         return Inverted(ordered, free, float("nan")), f"the first layer's update (unmix: {unmixed.note})"
 
-    def unmixed(self, layer: torch.Tensor, n: int, shape: tuple[int, ...], gen: torch.Generator) -> Unmixed:
+    def unmixed(self, layer: FirstLayer, n: int, shape: tuple[int, ...], gen: torch.Generator,
+                normalisation: tuple[tuple[float, ...], tuple[float, ...]] | None) -> Unmixed:
         """`unmix`, remembered for the last layer seen: every reconstruction strategy of one
         victim uplinks the same first layer (a hidden selection does not enter it), so the
         linear programs are solved once per victim, not once per strategy."""
         s = self.settings
-        key = (hashlib.sha256(layer.numpy().tobytes() + gen.get_state().numpy().tobytes()).hexdigest(), n, shape)
+        bias = b"" if layer.bias is None else layer.bias.numpy().tobytes()
+        digest = hashlib.sha256(layer.weight.numpy().tobytes() + bias + gen.get_state().numpy().tobytes())
+        key = (digest.hexdigest(), n, shape)
         if self._unmixed is None or self._unmixed[0] != key:
-            search = Search(programs=s.programs, peel=s.peel, rank=s.rank, slack=s.slack)
-            self._unmixed = (key, unmix(layer, n, shape, gen, search))
+            search = Search(programs=s.programs, peel=s.peel, rank=s.rank, slack=s.slack, levels=s.levels)
+            self._unmixed = (key, unmix(layer, n, shape, gen, search, normalisation))
         return self._unmixed[1]
 
     def score(self, guesses: Reconstructions, truth: GroundTruth) -> Scored:

@@ -19,14 +19,14 @@ is exact for images whose brightest pixel is white). More generally the answer i
 extreme ray of that cone; a training image is one whenever no other non-negative vector of the
 span lives inside its lit pixels, which many images without a private pixel still satisfy.
 
-Which answers are training images? Stored images have integer levels (8-bit), so a training
-image read exactly, scaled to its brightest pixel, is a ratio of integers; a mixture or a
-non-image ray of the cone is not (`quantisation_error`: a prior any attacker of image data has,
-used for ranking only). Certified answers come first, then the sparsest (most exact zeros: a
-mixture lights the union of its images' pixels). Peeling: the pixels whose answer was not
-certified are solved again with the certified images' pixels made dearer, so that the least
-bright answer leaves the images already found and reaches an image that shares pixels with them
-(off by default: on MNIST it certified no further image).
+Which answers are training images? Stored images have integer levels, and the bias update
+fixes each image's scale (`levels`): answers with integer levels at that scale come first, then
+the nearest to integer levels (rank "levels"; without a bias on the wire the levels are tested
+up to scale and the rest ranked by sparsity, rank "quantised"), each returned at that scale.
+Peeling: the pixels whose answer was not certified are solved again with the certified images'
+pixels made dearer, so that the least bright answer leaves the images already found and
+reaches an image that shares pixels with them (off by default: on MNIST it certified no
+further image).
 
 Needs N below the layer's width (else the span is everything) and a first layer that is fully
 connected on the pixels (a convolution's update is not A X^T over whole images); the attack
@@ -42,29 +42,39 @@ import numpy as np
 import torch
 
 from fedattack.attacks.update_inversion.image_metrics import assignment
+from fedattack.attacks.update_inversion.levels import ZERO, LevelJudge, image_functional, pixel_normalisation
 from fedattack.attacks.update_inversion.objectives import Forward, State
 
 SAME = 0.98  # cosine above which two solutions are the same image
-ZERO = 1e-6  # a pixel below this (of a solution scaled to max 1) is off
-LEVELS = 255  # training images are stored with integer levels (8-bit)
-CERTIFIED = 0.05  # quantisation error below which an answer is taken for a training image read exactly
 SAME_COLUMN = 1e-4  # columns of the update closer than this (relative) belong to equally lit pixels
 PEEL_WEIGHT = 10.0  # how much dearer a certified image's pixels are in a peeling round
 
 
-def first_layer_update(start: State, after: State, shape: tuple[int, ...]) -> torch.Tensor | None:
-    """The update (U, P) of the first matched weight that multiplies all P pixels, or None: an
-    (out, P) linear weight, or a (P [+ 1 bias row], F) one that multiplies [x, 1] from the left
-    (WAFFLe's factorised W_a, whose update is sum_i [x_i; 1] g_i^T: the same span)."""
+@dataclass(frozen=True)
+class FirstLayer:
+    """A fully connected first layer's update on the wire: weight (U, P), bias (U,) or None."""
+
+    weight: torch.Tensor
+    bias: torch.Tensor | None
+
+
+def first_layer_update(start: State, after: State, shape: tuple[int, ...]) -> FirstLayer | None:
+    """The update of the first matched weight that multiplies all P pixels, or None: an (out, P)
+    linear weight (its bias `<name>bias` beside `<name>weight`), or a (P [+ 1 bias row], F) one
+    that multiplies [x, 1] from the left (WAFFLe's factorised W_a, whose update is
+    sum_i [x_i; 1] g_i^T: the same span, and its last row is the bias's update)."""
     pixels = math.prod(shape)
     for key, value in after.items():
         if value.dim() != 2 or key not in start:
             continue
         delta = (value - start[key]).detach().double().cpu()
         if value.shape[1] == pixels:
-            return delta
+            bias_key = key[:-len("weight")] + "bias" if key.endswith("weight") else ""
+            bias = after.get(bias_key)
+            found = None if bias is None or bias_key not in start else (bias - start[bias_key]).detach().double().cpu()
+            return FirstLayer(delta, found)
         if value.shape[0] in (pixels, pixels + 1):
-            return delta[:pixels].T
+            return FirstLayer(delta[:pixels].T, delta[pixels] if value.shape[0] > pixels else None)
     return None
 
 
@@ -127,36 +137,19 @@ def distinct(candidates: list[np.ndarray]) -> list[np.ndarray]:
     return kept
 
 
-def quantisation_error(x: np.ndarray, levels: int = LEVELS) -> float:
-    """How far x (scaled to a maximum of 1) is from an image of integer levels: over the image's
-    brightest level M = 1..levels, the least largest distance of M * x to an integer on its lit
-    pixels. An 8-bit training image read exactly is 0 (up to the solver's precision); a mixture
-    of images or a non-image ray of the cone is near 0.5 for every M."""
-    lit = x[x > ZERO]
-    if lit.size == 0:
-        return 1.0
-    scaled = lit[None, :] * np.arange(1, levels + 1)[:, None]
-    return float(np.abs(scaled - np.round(scaled)).max(1).min())
-
-
 @dataclass(frozen=True)
 class Search:
     """programs: candidate pixels (0: every lit one). peel: rounds that re-solve the pixels whose
     answer was not certified with the certified images' pixels made `PEEL_WEIGHT` times dearer
-    (the least-bright answer then avoids them). rank: "quantised" puts certified answers
-    (integer levels) first, then the sparsest; "sparsity" the sparsest only. slack: how far
-    below zero an answer's pixels may go (the noise of a float32 update's span)."""
+    (the least-bright answer then avoids them). rank: how answers are judged (`LevelJudge`:
+    "levels", "quantised", "sparsity"); levels: the images' integer levels (255: 8-bit).
+    slack: how far below zero an answer's pixels may go (the noise of a float32 update's span)."""
 
     programs: int = 0
     peel: int = 0
-    rank: str = "quantised"
+    rank: str = "levels"
     slack: float = 0.0
-
-
-def certified(x: np.ndarray, rank: str) -> bool:
-    """Integer levels and an unlit pixel: the constant image the normalisation adds to the span
-    has integer levels too, and is no training image."""
-    return rank == "quantised" and bool((x < ZERO).any()) and quantisation_error(x) < CERTIFIED
+    levels: int = 255
 
 
 def solve_pixels(basis: np.ndarray, pixels: np.ndarray, weights: np.ndarray | None,
@@ -164,28 +157,28 @@ def solve_pixels(basis: np.ndarray, pixels: np.ndarray, weights: np.ndarray | No
     return {int(p): x for p in pixels if (x := lightest_with(basis, int(p), weights, rows, slack)) is not None}
 
 
-def count_certified(answers: dict[int, np.ndarray], rank: str) -> int:
-    return len(distinct([x for x in answers.values() if certified(x, rank)]))
+def count_certified(answers: dict[int, np.ndarray], judge: LevelJudge) -> int:
+    return len(distinct([x for x in answers.values() if judge.certified(x)]))
 
 
-def candidates(basis: np.ndarray, tried: np.ndarray, rows: np.ndarray,
-               search: Search) -> tuple[list[np.ndarray], list[int]]:
+def candidates(basis: np.ndarray, tried: np.ndarray, rows: np.ndarray, search: Search,
+               judge: LevelJudge) -> tuple[list[np.ndarray], list[int]]:
     """Distinct answers, certified ones first, and the distinct certified count after each round:
     one round over the pixels, then `peel` rounds over those whose answer was not certified,
     steering away from the images certified so far."""
     answers = solve_pixels(basis, tried, None, rows, search.slack)
-    counts = [count_certified(answers, search.rank)]
+    counts = [count_certified(answers, judge)]
     for _ in range(search.peel):
-        found = [x for x in answers.values() if certified(x, search.rank)]
-        pending = np.array([p for p, x in answers.items() if not certified(x, search.rank)])
+        found = [x for x in answers.values() if judge.certified(x)]
+        pending = np.array([p for p, x in answers.items() if not judge.certified(x)])
         if not found or len(pending) == 0:
             break
         weights: np.ndarray = 1.0 + PEEL_WEIGHT * (np.stack(found) > ZERO).any(0).astype(float)
         answers.update({p: x for p, x in solve_pixels(basis, pending, weights, rows, search.slack).items()
-                        if certified(x, search.rank)})
-        counts.append(count_certified(answers, search.rank))
+                        if judge.certified(x)})
+        counts.append(count_certified(answers, judge))
     kept = distinct(list(answers.values()))
-    return sorted(kept, key=lambda x: (not certified(x, search.rank), -int((x < ZERO).sum()))), counts
+    return sorted(kept, key=judge.key), counts
 
 
 @dataclass(frozen=True)
@@ -196,11 +189,12 @@ class Unmixed:
     note: str
 
 
-def unmix(update: torch.Tensor, n: int, shape: tuple[int, ...], gen: torch.Generator,
-          search: Search = Search()) -> Unmixed:
-    """N images (N, *shape) in [0, 1] from a (U, P) first-layer update, or None when the span
-    says nothing (N not below U) or fewer than N distinct images come out of the pixels tried."""
-    matrix = update.numpy()
+def unmix(layer: FirstLayer, n: int, shape: tuple[int, ...], gen: torch.Generator, search: Search = Search(),
+          normalisation: tuple[tuple[float, ...], tuple[float, ...]] | None = None) -> Unmixed:
+    """N images (N, *shape) in [0, 1] from a first layer's update, or None when the span says
+    nothing (N not below its width) or fewer than N distinct images come out of the pixels tried.
+    `normalisation` (mean, std per channel) is the one the model applies to its input."""
+    matrix = layer.weight.numpy()
     if n >= matrix.shape[0]:
         return Unmixed(None, f"{n} images do not unmix from a first layer of {matrix.shape[0]} units")
     dark = dark_pixels(matrix)
@@ -208,12 +202,28 @@ def unmix(update: torch.Tensor, n: int, shape: tuple[int, ...], gen: torch.Gener
     lit = np.flatnonzero(~dark)
     order = torch.randperm(len(lit), generator=gen).numpy()
     tried = lit[order[:search.programs]] if search.programs else lit[order]
-    kept, counts = candidates(basis, tried, lit, search)
-    note = (f"{len(tried)} pixels, {len(kept)} distinct answers, certified (integer levels) after each round: "
-            f"{', '.join(map(str, counts))}")
+    judge = level_judge(layer, n, shape, search, normalisation)
+    kept, counts = candidates(basis, tried, lit, search, judge)
+    scale = "the bias's scale" if judge.exact else "up to scale"
+    note = (f"{len(tried)} pixels, {len(kept)} distinct answers, certified (integer levels at {scale}) "
+            f"after each round: {', '.join(map(str, counts))}")
     if len(kept) < n:
         return Unmixed(None, f"fewer than {n} distinct answers ({note})")
-    return Unmixed(torch.as_tensor(np.stack(kept[:n]), dtype=torch.float32).view(n, *shape), note)
+    images = np.stack([judge.image(x) for x in kept[:n]])
+    return Unmixed(torch.as_tensor(images, dtype=torch.float32).view(n, *shape), note)
+
+
+def level_judge(layer: FirstLayer, n: int, shape: tuple[int, ...], search: Search,
+                normalisation: tuple[tuple[float, ...], tuple[float, ...]] | None) -> LevelJudge:
+    """The judge of answers, with the bias's image functional when the bias is on the wire."""
+    if search.rank != "levels" or layer.bias is None:
+        return LevelJudge(search.rank, None, search.levels)
+    pixels = math.prod(shape)
+    mean, std = pixel_normalisation(*(normalisation or ((0.0,) * shape[0], (1.0,) * shape[0])), shape)
+    if mean.size != pixels:
+        return LevelJudge(search.rank, None, search.levels)
+    functional = image_functional(layer.weight.numpy(), layer.bias.numpy(), n, mean, std)
+    return LevelJudge(search.rank, functional, search.levels)
 
 
 def order_by_labels(forward: Forward, uplinked: State, images: torch.Tensor,

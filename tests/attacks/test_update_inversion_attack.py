@@ -90,11 +90,11 @@ def test_the_first_layer_start_reads_the_image_and_says_how(digits: Samples) -> 
     levels; a second run of the same attack object (another reconstruction strategy of the same
     victim) reuses the linear programs and returns the same images bit for bit."""
     target, down, up = one_step_case(digits, 1)
-    chosen = attack("update-inversion", start="first-layer", labels="recovered")
+    chosen = attack("update-inversion", start="first-layer", labels="recovered", levels=16)  # digits: 0..16
     runs = [chosen.run(adversary(target, down, up, 1), torch.Generator().manual_seed(0)) for _ in range(2)]
     assert torch.allclose(runs[0].images, digits.x[:1], atol=1e-4) and torch.equal(runs[0].images, runs[1].images)
     assert runs[0].info["inverted_by"].startswith("the first layer's update (unmix:")
-    assert "certified (integer levels) after each round: 1" in runs[0].info["inverted_by"]
+    assert "certified (integer levels at the bias's scale) after each round: 1" in runs[0].info["inverted_by"]
 
 
 def chance_db(real: torch.Tensor, gen: torch.Generator) -> float:
