@@ -79,24 +79,29 @@ def recovery_table(results: list[dict[str, Any]]) -> str:
     attack = next((r["attack"] for r in results if selection_score(r)), None)
     sums: dict[tuple[str, str, str], dict[str, int]] = {}
     wrong_prior: dict[tuple[str, str], int] = {}
+    shares: dict[tuple[str, str, str], list[float]] = {}
     for r in results:
         score = selection_score(r)
         if score is None or r["attack"] != attack or r["threat_model"] != "eavesdropper":
             continue
-        key = (r["run"]["method"], group_of(r), r["reconstruction"])
-        acc = sums.setdefault(key, {k: 0 for k in (*COUNTS, "victims")})
-        for k in COUNTS:
-            acc[k] += score[k]
-        acc["victims"] += 1
-        if r["reconstruction"] == "factors-prior-mean":
-            wrong_prior[key[:2]] = wrong_prior.get(key[:2], 0) + score["factors"] - score["correct"]
+        for group in {group_of(r), "all"}:  # each subpopulation, and every victim pooled
+            key = (r["run"]["method"], group, r["reconstruction"])
+            acc = sums.setdefault(key, {k: 0 for k in (*COUNTS, "victims")})
+            for k in COUNTS:
+                acc[k] += score[k]
+            acc["victims"] += 1
+            shares.setdefault(key, []).append(100 * score["correct"] / score["factors"])
+            if r["reconstruction"] == "factors-prior-mean":
+                wrong_prior[key[:2]] = wrong_prior.get(key[:2], 0) + score["factors"] - score["correct"]
     lines = ["| method | victims | strategy | factors | truly on | guessed on | correct | truly-on found | "
-             "differ from the prior mean's set |", "|" + "---|" * 9]
-    for (method, group, rec), s in sorted(sums.items(), key=lambda kv: (kv[0][:2], -kv[1]["correct"])):
+             "correct, per victim (min-max) | differ from the prior mean's set |", "|" + "---|" * 10]
+    for key, s in sorted(sums.items(), key=lambda kv: (kv[0][:2], -kv[1]["correct"])):
+        method, group, rec = key
         differ = wrong_prior.get((method, group))
         lines.append(f"| {method} | {group} ({s['victims']}) | {rec} | {s['factors']} | {s['true_on']} | "
                      f"{s['guessed_on']} | {s['correct']} ({100 * s['correct'] / s['factors']:.1f}%) | "
                      f"{s['on_found']} ({100 * s['on_found'] / max(s['true_on'], 1):.1f}%) | "
+                     f"{min(shares[key]):.1f}-{max(shares[key]):.1f}% | "
                      f"{'' if differ is None else differ} |")
     return "\n".join(lines)
 

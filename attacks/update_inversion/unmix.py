@@ -204,8 +204,8 @@ def unmix(layer: FirstLayer, n: int, shape: tuple[int, ...], gen: torch.Generato
     tried = lit[order[:search.programs]] if search.programs else lit[order]
     judge = level_judge(layer, n, shape, search, normalisation)
     kept, counts = candidates(basis, tried, lit, search, judge)
-    scale = "the bias's scale" if judge.exact else "up to scale"
-    note = (f"{len(tried)} pixels, {len(kept)} distinct answers, certified (integer levels at {scale}) "
+    scale = "at the bias's scale" if judge.exact else "up to scale"
+    note = (f"{len(tried)} pixels, {len(kept)} distinct answers, certified (integer levels {scale}) "
             f"after each round: {', '.join(map(str, counts))}")
     if len(kept) < n:
         return Unmixed(None, f"fewer than {n} distinct answers ({note})")

@@ -8,10 +8,9 @@ import pytest
 import torch
 
 from fedattack import optim
-from fedattack.federation.executor_plugins._ibp_fast import ibp_spec, ibp_step
+from fedattack.federation.executor_plugins._ibp_fast import IBPRun, ibp_spec
 from fedattack.federation.executor_plugins.batched import BatchedExecutor
 from fedattack.federation.executors import ClientJob, Executor, make_executor
-from fedattack.models.ibp_grad import SelectionNoise
 from fedattack.target import ClientContext, LocalData, Recipe, State, Target
 from fedattack.training import Batch, sequential_train
 from tests.conftest import build
@@ -62,16 +61,15 @@ def test_hand_written_gradients_equal_autograd_in_double(hyper: dict[str, object
     stacked = {k: torch.stack([p.params[k] for p in problems]).double() for k in problems[0].params}
     before = {k: v.clone() for k, v in stacked.items()}
     consts = {k: torch.stack([p.consts[k] for p in problems]) for k in problems[0].consts}
-    layer_noise = {layer: SelectionNoise.of(torch.stack([n[f"{layer}.u_b"] for n in noise]),
-                                            torch.stack([n[f"{layer}.u_v"] for n in noise]))
-                   for layer in spec.alpha}
     x = target.normalized(torch.stack([b.x for b in batches])).flatten(2)
-    grads = ibp_step(spec, stacked, consts, x, torch.stack([b.y for b in batches]),
-                     torch.stack([b.w for b in batches]),
-                     {layer: (d.log_u, d.log_1mu, d.log_1mu_v) for layer, d in layer_noise.items()},
-                     step, {k: optim.SGD(1.0) for k in stacked})
+    run = IBPRun(spec, stacked, consts, {k: torch.stack([n[k] for n in noise]).unsqueeze(0) for k in noise[0]},
+                 x.flatten(0, 1), torch.cat([b.y for b in batches]),
+                 {k: optim.SGD(1.0) for k in stacked}, torch.tensor([step]))
+    run.step(0, len(batches), torch.arange(x.shape[0] * x.shape[1]),
+             torch.stack([b.w for b in batches]).unsqueeze(-1))
+    run.finish()
     for k in stacked:
-        got = grads[k] if k in grads else before[k] - stacked[k]
+        got = before[k] - stacked[k]
         want = torch.stack([e[k] for e in expected])
         assert want.abs().max() > 0, k
         torch.testing.assert_close(got, want, atol=1e-10, rtol=1e-8, msg=k)
