@@ -3,6 +3,9 @@
     .venv/bin/python docs/membership_table.py RESULTS [RESULTS ...] [--baseline membership] [--per-victim]
     .venv/bin/python docs/membership_table.py --sweep SWEEP   # an experiment's --out (Table 3)
 
+With --sweep: one row per federation (seed) and result, then one row per setting seen on several
+seeds with the mean over seeds and a bootstrap interval of that mean (`mean_over_seeds`).
+
 One row per (attack, threat model): victims, members and non-members (pooled), balanced
 accuracy (mean over victims), and AUC, TPR at 1% and 0.1% FPR of every victim's queries pooled,
 each with a 95% stratified bootstrap interval (`membership_metrics.intervals`); a TPR at an FPR
@@ -22,8 +25,17 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from scipy import stats
 
-from fedattack.attacks.membership_metrics import intervals, measurable, pooled, ranking, tpr_at_fpr
+from fedattack.attacks.membership_metrics import (
+    FPR_LEVELS,
+    auc_of,
+    intervals,
+    measurable,
+    pooled,
+    ranking,
+    tpr_at_fpr,
+)
 from fedattack.results import AttackResult
 
 
@@ -177,26 +189,77 @@ def ratios(groups: Groups, baseline: str) -> None:
                   f"{point:.2f}x (95% paired bootstrap {low} to {high})")
 
 
+def sweep_results(folder: str) -> list[tuple[dict, float, AttackResult]]:
+    """(federation spec, its mean local test accuracy, result) for every result of an experiment
+    folder, ordered by method, local epochs, seed, threat model, attack, reconstruction."""
+    root, out = Path(folder), []
+    for run in (root / "runs").iterdir():
+        spec = json.loads((run / "federation.json").read_text())["spec"]
+        final = json.loads((run / "metrics.json").read_text())["final"]["mean"]
+        for r in load([str(d) for d in (root / "results" / run.name).glob("[!.]*") if d.is_dir()]):
+            out.append((spec, final, r))
+    return sorted(out, key=lambda t: (t[0]["method"], t[0]["recipe"]["epochs"], t[0]["seed"], t[2].threat_model,
+                                      t[2].attack, t[2].reconstruction))
+
+
 def sweep_table(folder: str) -> None:
-    """One row per federation x attack result of an experiment folder (`fedattack experiment run
-    --out`): method, local epochs, seed, the federation's mean local test accuracy, and the
-    result's own metrics with its stored bootstrap intervals."""
-    root = Path(folder)
+    """One row per federation x attack result (`fedattack experiment run --out`): method, local
+    epochs, seed, the federation's mean local test accuracy, and the result's own metrics with
+    its stored bootstrap intervals."""
     print("| method | local epochs | seed | utility (%) | threat model | attack | reconstruction | "
           "members / non-members | accuracy (%) | AUC | TPR @ 1% FPR (%) | TPR @ 0.1% FPR (%) |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    specs = {run: json.loads((run / "federation.json").read_text())["spec"] for run in (root / "runs").iterdir()}
-    for run, spec in sorted(specs.items(), key=lambda kv: (kv[1]["method"], kv[1]["seed"], kv[1]["recipe"]["epochs"])):
-        final = json.loads((run / "metrics.json").read_text())["final"]["mean"]
-        for r in sorted(load([str(d) for d in (root / "results" / run.name).glob("[!.]*") if d.is_dir()]),
-                        key=lambda r: (r.threat_model, r.attack, r.reconstruction)):
-            m, ci = r.metrics, r.extra["membership"].get("ci", {})
-            print(f"| {spec['method']} | {spec['recipe']['epochs']} | {spec['seed']} | {final:.2f} | "
-                  f"{r.threat_model} | {r.attack} | {r.reconstruction} | {r.extra['membership']['members']} / "
-                  f"{r.extra['membership']['nonmembers']} | {m['accuracy'] * 100:.1f} | "
-                  f"{cell(m.get('auc'), ci.get('auc'), 1.0, 3)} | "
-                  f"{cell(m.get('tpr_at_1fpr'), ci.get('tpr_at_1fpr'))} | "
-                  f"{cell(m.get('tpr_at_01fpr'), ci.get('tpr_at_01fpr'))} |")
+    for spec, final, r in sweep_results(folder):
+        m, ci = r.metrics, r.extra["membership"].get("ci", {})
+        print(f"| {spec['method']} | {spec['recipe']['epochs']} | {spec['seed']} | {final:.2f} | "
+              f"{r.threat_model} | {r.attack} | {r.reconstruction} | {r.extra['membership']['members']} / "
+              f"{r.extra['membership']['nonmembers']} | {m['accuracy'] * 100:.1f} | "
+              f"{cell(m.get('auc'), ci.get('auc'), 1.0, 3)} | "
+              f"{cell(m.get('tpr_at_1fpr'), ci.get('tpr_at_1fpr'))} | "
+              f"{cell(m.get('tpr_at_01fpr'), ci.get('tpr_at_01fpr'))} |")
+
+
+def mean_over_seeds(results: list[AttackResult]) -> tuple[dict[str, float], dict[str, list[float]]]:
+    """Each metric's mean over the seeds' results, with a 95% percentile bootstrap interval that
+    resamples every seed's members and non-members on their own (the same statistic on each
+    draw): the uncertainty of these federations' queries, not of training another federation."""
+    samples: list[np.ndarray] = []
+    for r in results:
+        truth, scores = pooled([r.extra["membership"]["per_query"]])
+        samples += [scores[truth], scores[~truth]]
+    fns = {"auc": auc_of, **{k: (lambda m, n, axis=-1, a=a: tpr_at_fpr(m, n, a, axis)) for k, a in FPR_LEVELS.items()
+                             if all(measurable(a, len(samples[i])) for i in range(1, len(samples), 2))}}
+    means, cis = {}, {}
+    for i, (key, fn) in enumerate(fns.items()):
+        def stat(*xs: np.ndarray, axis: int = -1, fn=fn) -> np.ndarray:  # type: ignore[no-untyped-def]
+            return np.mean([fn(xs[j], xs[j + 1], axis=axis) for j in range(0, len(xs), 2)], axis=0)
+        means[key] = float(stat(*samples))
+        res = stats.bootstrap(samples, stat, n_resamples=1000, method="percentile", vectorized=True, batch=100,
+                              random_state=np.random.default_rng([20, i]))
+        cis[key] = [float(res.confidence_interval.low), float(res.confidence_interval.high)]
+    return means, cis
+
+
+def seed_means(folder: str) -> None:
+    """One row per method x local epochs x threat model x attack x reconstruction seen on more
+    than one seed: the seeds' mean utility, balanced accuracy, AUC and TPRs."""
+    groups: dict[tuple, list[tuple[dict, float, AttackResult]]] = {}
+    for spec, final, r in sweep_results(folder):
+        key = (spec["method"], spec["recipe"]["epochs"], r.threat_model, r.attack, r.reconstruction)
+        groups.setdefault(key, []).append((spec, final, r))
+    print("| method | local epochs | seeds | utility (%) | threat model | attack | reconstruction | "
+          "accuracy (%) | AUC | TPR @ 1% FPR (%) | TPR @ 0.1% FPR (%) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for (method, epochs, tm, attack, rec), rows in groups.items():
+        if len(rows) < 2:
+            continue
+        means, cis = mean_over_seeds([r for _, _, r in rows])
+        seeds = ", ".join(str(spec["seed"]) for spec, _, _ in rows)
+        acc, util = (np.mean([r.metrics["accuracy"] for _, _, r in rows]) * 100, np.mean([f for _, f, _ in rows]))
+        print(f"| {method} | {epochs} | {seeds} | {util:.2f} | {tm} | {attack} | {rec} | {acc:.1f} | "
+              f"{cell(means.get('auc'), cis.get('auc'), 1.0, 3)} | "
+              f"{cell(means.get('tpr_at_1fpr'), cis.get('tpr_at_1fpr'))} | "
+              f"{cell(means.get('tpr_at_01fpr'), cis.get('tpr_at_01fpr'))} |")
 
 
 def main() -> None:
@@ -210,6 +273,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.sweep:
         sweep_table(args.sweep)
+        print()
+        seed_means(args.sweep)
         return
     results = load(args.folders)
     if args.run:
