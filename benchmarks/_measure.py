@@ -45,7 +45,8 @@ RECIPE = Recipe(epochs=5, batch_size=10, lr=0.04)  # WAFFLe appendix C, MNIST
 def spec_for(cfg: dict[str, Any], rounds: int) -> FederationSpec:
     return FederationSpec(method=cfg["method"], dataset="mnist", partition="shards", num_clients=100,
                           model="mnist-mlp", rounds=rounds, fraction=cfg["clients"] / 100,
-                          recipe=RECIPE, seed=0, executor=cfg.get("executor", "sequential"))
+                          recipe=RECIPE, seed=0, executor=cfg.get("executor", "sequential"),
+                          hyper=dict(cfg.get("hyper") or {}))
 
 
 def rss_now() -> int:

@@ -4,11 +4,14 @@
         .venv/bin/python benchmarks/bench_waffle.py --json waffle.json
 
 The WAFFLe paper's MNIST setting (MLP 784-200-10 with fc1 factorised, F = 120; 100 clients,
-shards; E = 5, B = 10, lr 0.04; `waffle-ibp` with its default, literal recipe) at 10, 20 and 50
+shards; E = 5, B = 10, lr 0.04; `waffle-ibp` with its default, literal recipe, or with
+`--recipe personalising` the searched recipe users run: IBP-WF's recipe with Adam on the
+selection only, `kl_weight` 0.01, as in `waffle-search-2-heldout.toml`) at 10, 20 and 50
 clients a round. Runners, each in its own process (`_measure.py`, as `bench_mnist.py` runs
 them), timing `--rounds` rounds after one untimed warm-up round:
 
-- `plain`: one client after another, the target's loss under `torch.optim.SGD` (`_measure.py`);
+- `plain`: one client after another, the target's loss under `torch.optim.SGD` (`_measure.py`;
+  literal recipe only: it steps every parameter by SGD);
 - `batched-vmap`: the batched executor without hand-written steps (`BatchedExecutor(fast=False)`):
   every step `vmap(grad(local_loss))`, which is what WAFFLe ran before `_ibp_fast`;
 - `batched`: the batched executor as `--executor batched` runs it, WAFFLe through `_ibp_fast`.
@@ -40,6 +43,11 @@ from bench_mnist import bmm_gflops, load  # noqa: E402
 
 METHOD = "waffle-ibp"
 RUNNERS = ("plain", "batched-vmap", "batched")
+RECIPES: dict[str, dict[str, Any]] = {
+    "literal": {},
+    "personalising": {"recipe": "ibp-wf", "optimizer": "adam-selection", "adam_lr": 0.03,
+                      "r_init_mean": 1.0, "temperature_start": 10.0, "kl_weight": 0.01},
+}
 
 
 def child(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -87,6 +95,9 @@ def per_round(args: argparse.Namespace, common: dict[str, Any], results: dict[st
         print(header, flush=True)
         base: dict[str, float] = {}
         for runner in args.runners:
+            if runner == "plain" and common["hyper"]:
+                print(f"{m:4d}  plain          skipped: it steps every parameter by SGD (literal recipe only)")
+                continue
             res = child({**common, "runner": runner, "method": METHOD, "clients": m,
                          "rounds": args.rounds, "executor": runner})
             base[runner] = res["steps"] / res["seconds"]
@@ -115,6 +126,8 @@ def main() -> None:
     p.add_argument("--full-rounds", type=int, default=100, help="rounds of the whole setting (0: skip)")
     p.add_argument("--full-executors", nargs="+", default=["batched-vmap", "batched"],
                    choices=["batched-vmap", "batched"])
+    p.add_argument("--recipe", choices=list(RECIPES), default="literal",
+                   help="waffle-ibp's settings: the paper's literal recipe or the searched personalising one")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     p.add_argument("--data-root", default=os.environ.get("FEDATTACK_DATA"))
     p.add_argument("--json", type=Path, default=None, help="also write all results here")
@@ -125,10 +138,11 @@ def main() -> None:
         return
     if args.threads:
         torch.set_num_threads(args.threads)
-    common = {"threads": args.threads, "device": "cpu", "data_root": args.data_root}
+    common = {"threads": args.threads, "device": "cpu", "data_root": args.data_root,
+              "hyper": RECIPES[args.recipe]}
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} cores; "
-          f"load average {load()}")
-    results: dict[str, Any] = {"load_start": load(), "threads": torch.get_num_threads(),
+          f"load average {load()}; waffle-ibp recipe {args.recipe} {RECIPES[args.recipe]}")
+    results: dict[str, Any] = {"load_start": load(), "threads": torch.get_num_threads(), "recipe": args.recipe,
                                "bmm_gflops": {}, "rows": [], "full": []}
     per_round(args, common, results)
     if args.full_rounds:

@@ -64,9 +64,10 @@ def test_hand_written_gradients_equal_autograd_in_double(hyper: dict[str, object
     x = target.normalized(torch.stack([b.x for b in batches])).flatten(2)
     run = IBPRun(spec, stacked, consts, {k: torch.stack([n[k] for n in noise]).unsqueeze(0) for k in noise[0]},
                  x.flatten(0, 1), torch.cat([b.y for b in batches]),
-                 {k: optim.SGD(1.0) for k in stacked}, torch.tensor([step]))
-    run.step(0, len(batches), torch.arange(x.shape[0] * x.shape[1]),
-             torch.stack([b.w for b in batches]).unsqueeze(-1))
+                 torch.arange(x.shape[0] * x.shape[1]).view(1, *x.shape[:2]),
+                 torch.stack([b.w for b in batches]).unsqueeze(0), {k: optim.SGD(1.0) for k in stacked},
+                 torch.tensor([step]))
+    run.step(0, len(batches))
     run.finish()
     for k in stacked:
         got = before[k] - stacked[k]

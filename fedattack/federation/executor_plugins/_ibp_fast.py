@@ -68,11 +68,10 @@ def ibp_steps(target: Target, spec: IBPStepSpec, active: list[int], params: Stat
               weights: torch.Tensor) -> None:
     """Every local step of the stacked clients (a prefix `active[s]` at step s), in place."""
     x = target.normalized(x)  # the step reads x itself, not through forward
-    run = IBPRun(spec, params, consts, noise, x.reshape(x.shape[0], -1), y,
+    run = IBPRun(spec, params, consts, noise, x.reshape(x.shape[0], -1), y, rows, weights,
                  {k: target.optimizer(k) for k in params}, torch.arange(len(active)))
-    flat, w = rows.reshape(rows.shape[0], -1).unbind(0), weights.unsqueeze(-1).unbind(0)
     for s, a in enumerate(active):
-        run.step(s, a, flat[s], w[s])
+        run.step(s, a)
     run.finish()
 
 
@@ -81,6 +80,7 @@ class _Prefix:
     """Views of everything stepped, for the first `a` clients (those still training)."""
 
     p: State                          # every parameter but the packed selections
+    t: State                          # the weight matrices transposed, the biases as (a, 1, d)
     states: dict[str, State]          # their optimiser states
     sel: dict[str, torch.Tensor]      # per factorised layer, (3, a, F)
     sel_states: dict[str, State]
@@ -88,18 +88,23 @@ class _Prefix:
 
 
 class IBPRun:
-    """One stack of C clients through its local steps (`steps`: their numbers), in place on
-    `params`; the packed selections are written back by `finish`."""
+    """One stack of C clients through its local steps, in place on `params` (the packed
+    selections are written back by `finish`). Step s trains on the rows `rows[s]` (S, C, B) of
+    `x` with the sample weights `weights[s]`; `steps` are the steps' numbers."""
 
     def __init__(self, spec: IBPStepSpec, params: State, consts: State, noise: State,
-                 x: torch.Tensor, y: torch.Tensor, opts: dict[str, optim.Optimizer],
-                 steps: torch.Tensor) -> None:
+                 x: torch.Tensor, y: torch.Tensor, rows: torch.Tensor, weights: torch.Tensor,
+                 opts: dict[str, optim.Optimizer], steps: torch.Tensor) -> None:
         self.spec, self.params, self.opts = spec, params, opts
         packed = {f"{layer}.{n}" for layer in spec.alpha for n in SELECTION}
         self.plain = {k: v for k, v in params.items() if k not in packed}
         like = params[f"{next(iter(spec.alpha))}.pi_logit"]
         self.x = F.pad(x, (0, 1), value=1.0) if spec.chain[0][1] else x  # [x, 1] for W_a
-        self.onehot = F.one_hot(y, _classes(spec, params)).to(like.dtype)
+        self.rows = rows.reshape(rows.shape[0], -1).unbind(0)
+        self.w = weights.to(like.dtype).unsqueeze(-1)
+        # the loss's gradient in the logits is softmax * w - onehot * w: the second term, per step
+        self.neg_targets = (F.one_hot(y, _classes(spec, params)).to(like.dtype)[rows] * -self.w).unbind(0)
+        self.w = self.w.unbind(0)
         self.sel = {layer: torch.stack([params[f"{layer}.{n}"] for n in SELECTION]) for layer in spec.alpha}
         self.sel_opt = {layer: opts[f"{layer}.pi_logit"] for layer in spec.alpha}  # see ibp_spec
         self.priors = {layer: LayerPrior.of(alpha, spec.scale, spec.kl_b, spec.kappa or 0.0, like)
@@ -129,22 +134,22 @@ class IBPRun:
     def _prefix(self, a: int) -> _Prefix:
         if a not in self.prefixes:  # the clients still training change rarely: slice once per prefix
             sel = {layer: s[:, :a] for layer, s in self.sel.items()}
+            p = {k: v[:a] for k, v in self.plain.items()}
             self.prefixes[a] = _Prefix(
-                {k: v[:a] for k, v in self.plain.items()},
+                p, {k: v.transpose(1, 2) if v.dim() == 3 else v.unsqueeze(1) for k, v in p.items()},
                 {k: {n: t[:a] for n, t in st.items()} for k, st in self.states.items()},
                 sel, {layer: {n: t[:, :a] for n, t in st.items()} for layer, st in self.sel_states.items()},
                 {layer: torch.empty_like(s) for layer, s in sel.items()})
         return self.prefixes[a]
 
-    def step(self, s: int, a: int, rows: torch.Tensor, w: torch.Tensor) -> None:
-        """Local step `s` of the first `a` clients; `rows` (C * B,) and `w` (C, B, 1) are the
-        step's sample rows and weights of every client."""
+    def step(self, s: int, a: int) -> None:
+        """Local step `s` of the first `a` clients."""
         v = self._prefix(a)
+        rows, w, neg_target = self.rows[s], self.w[s], self.neg_targets[s]
         whole = a == len(w)
         if not whole:
-            rows, w = rows[:a * w.shape[1]], w[:a]
+            rows, w, neg_target = rows[:a * w.shape[1]], w[:a], neg_target[:a]
         x = self.x.index_select(0, rows).view(a, -1, self.x.shape[1])
-        onehot = self.onehot.index_select(0, rows).view(a, -1, self.onehot.shape[1])
         tau, k, tuning = self.taus[s], self.ks[s], self.tuning[s]
         if not whole:
             tau = tau[:a] if isinstance(tau, torch.Tensor) and len(tau) > 1 else tau
@@ -153,11 +158,14 @@ class IBPRun:
         for layer, (logistic, log_1mu_v) in self.noise.items():
             n_s, v_s = (logistic[s], log_1mu_v[s]) if whole else (logistic[s][:a], log_1mu_v[s][:a])
             selections[layer] = SelectionStep(v.sel[layer], n_s, v_s, tau, k, self.priors[layer], tuning)
-        grads = ibp_step(self.spec, v.p, x, onehot, w, selections, v.sel_grad, self.opts)
+        grads = ibp_step(self.spec, v.p, v.t, x, neg_target, w, selections, v.sel_grad, self.opts)
         for name, g in grads.items():
             optim.step_(self.opts[name], v.p[name], g, v.states[name], s + 1)
         for layer, opt in self.sel_opt.items():
-            optim.step_(opt, v.sel[layer], v.sel_grad[layer], v.sel_states[layer], s + 1)
+            if isinstance(opt, optim.SGD):
+                v.sel[layer].sub_(v.sel_grad[layer], alpha=opt.lr)
+            else:
+                optim.step_(opt, v.sel[layer], v.sel_grad[layer], v.sel_states[layer], s + 1)
 
     def finish(self) -> None:
         for layer, sel in self.sel.items():
@@ -165,11 +173,12 @@ class IBPRun:
                 self.params[f"{layer}.{n}"].copy_(sel[i])
 
 
-def ibp_step(spec: IBPStepSpec, p: State, x: torch.Tensor, onehot: torch.Tensor, w: torch.Tensor,
-             selections: dict[str, SelectionStep], sel_grad: dict[str, torch.Tensor],
+def ibp_step(spec: IBPStepSpec, p: State, t: State, x: torch.Tensor, neg_target: torch.Tensor,
+             w: torch.Tensor, selections: dict[str, SelectionStep], sel_grad: dict[str, torch.Tensor],
              opts: dict[str, optim.Optimizer]) -> State:
-    """Forward and backward of one step. Plain-SGD weights are updated here, in place; the
-    selections' gradients go into `sel_grad`; those of every other parameter are returned."""
+    """Forward and backward of one step (`t`: `p`'s weights transposed, biases as columns).
+    Plain-SGD parameters are updated here, in place; the selections' gradients go into
+    `sel_grad`; those of every other parameter are returned."""
     acts, pre, cache = [x], [], {}
     for i, (name, factored) in enumerate(spec.chain):
         if factored:
@@ -181,31 +190,31 @@ def ibp_step(spec: IBPStepSpec, p: State, x: torch.Tensor, onehot: torch.Tensor,
             cache[name] = (h, rb, g)
             z = g.bmm(p[f"{name}.W_b"])
         else:
-            z = torch.baddbmm(p[f"{name}.bias"].unsqueeze(1), acts[-1], p[f"{name}.weight"].transpose(1, 2))
+            z = torch.baddbmm(t[f"{name}.bias"], acts[-1], t[f"{name}.weight"])
         pre.append(z)
         if i < len(spec.chain) - 1:
             acts.append(z.relu())
-    grad = pre[-1].softmax(-1).sub_(onehot).mul_(w)
+    grad = torch.addcmul(neg_target, pre[-1].softmax(-1), w)
     out: State = {}
     for i in range(len(spec.chain) - 1, -1, -1):
         name, factored = spec.chain[i]
         if factored:
             h, rb, g = cache[name]
             w_a, w_b = p[f"{name}.W_a"], p[f"{name}.W_b"]
-            d_g = grad.bmm(w_b.transpose(1, 2))
+            d_g = grad.bmm(t[f"{name}.W_b"])
             g_rb = (d_g * h).sum(1)
             d_h = d_g.mul_(rb)
             below = d_h.bmm(w_a[:, :-1].transpose(1, 2)) if i > 0 else None
             _product_step(out, f"{name}.W_b", w_b, g.transpose(1, 2), grad, opts)
             _product_step(out, f"{name}.W_a", w_a, acts[i].transpose(1, 2), d_h, opts)
             sel = selections[name]
-            out[f"{name}.r"] = g_rb * sel.b
-            sel.grads(g_rb.mul_(p[f"{name}.r"]), sel_grad[name])
+            sel.grads(g_rb * p[f"{name}.r"], sel_grad[name])  # before r steps
+            _vector_step(out, f"{name}.r", p[f"{name}.r"], g_rb, opts, sel.b)
         else:
             weight = p[f"{name}.weight"]
             below = grad.bmm(weight) if i > 0 else None
             _product_step(out, f"{name}.weight", weight, grad.transpose(1, 2), acts[i], opts)
-            out[f"{name}.bias"] = grad.sum(1)
+            _vector_step(out, f"{name}.bias", p[f"{name}.bias"], grad.sum(1), opts)
         if below is not None:  # through the ReLU below
             grad = torch.ops.aten.threshold_backward(below, pre[i - 1], 0.0)
     return out
@@ -219,6 +228,19 @@ def _product_step(out: State, name: str, param: torch.Tensor, a: torch.Tensor, b
         param.baddbmm_(a, b, alpha=-opt.lr)
     else:
         out[name] = a.bmm(b)
+
+
+def _vector_step(out: State, name: str, param: torch.Tensor, grad: torch.Tensor,
+                 opts: dict[str, optim.Optimizer], factor: torch.Tensor | None = None) -> None:
+    """The parameter whose gradient is `grad` (times `factor`): SGD steps it here, in one
+    operation; other optimisers get the gradient."""
+    opt = opts[name]
+    if not isinstance(opt, optim.SGD):
+        out[name] = grad if factor is None else grad * factor
+    elif factor is None:
+        param.sub_(grad, alpha=opt.lr)
+    else:
+        param.addcmul_(grad, factor, value=-opt.lr)
 
 
 def _classes(spec: IBPStepSpec, params: State) -> int:
