@@ -129,9 +129,11 @@ def rows(root: Path, sub: str = "grid") -> list[dict[str, Any]]:
 
 
 def matching(r: dict[str, Any], others: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The row of the other setting with r's base method and sigma (WAFFLe: whichever recipe ran there)."""
+    """The row of the other setting with r's base method, clients a round and sigma (WAFFLe:
+    whichever recipe ran there)."""
     base = r["method"].split(" (")[0]
-    return next((o for o in others if o["method"].split(" (")[0] == base and o["sigma"] == r["sigma"]), None)
+    key = (base, r["m"], r["sigma"])
+    return next((o for o in others if (o["method"].split(" (")[0], o["m"], o["sigma"]) == key), None)
 
 
 def t_interval(values: list[float]) -> tuple[float, float]:
