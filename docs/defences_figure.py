@@ -34,7 +34,7 @@ METHODS = {"fedavg": "FedAvg", "waffle-ibp": "WAFFLe (searched recipe)"}
 RECIPES = {"personal": "WAFFLe (personal recipe)"}  # waffle-ibp's named recipes, labelled apart
 MEMBERSHIP = ("rmia", "lira-offline")
 RECOVERED_DB = 20.0
-NO_DP = 1e-3  # where the undefended cell is drawn on the log sigma axis
+NO_DP = 1e-4  # where the undefended cell is drawn on the log sigma axis (below sigma = 1e-3)
 
 
 def read(path: Path) -> Any:
@@ -225,7 +225,8 @@ def color(method: str) -> str:
 
 
 def figure(rs: list[dict[str, Any]], recon: list[dict[str, Any]], out: Path) -> None:
-    """Top: (a) utility, (b) RMIA's TPR at 1% FPR, (c) update inversion against sigma; bottom:
+    """Top: (a) utility, (b) RMIA's TPR at 1% FPR, (c) update inversion against sigma (no DP at
+    NO_DP); bottom:
     (d) epsilon (log) against utility: the accountant's (filled) and the audited one (hollow; an
     audited 0 is off the log scale), (e) update inversion against utility, (f) its mean PSNR.
     Solid lines: the membership setting (grid/; dashed there: m = 100); dash-dotted with
@@ -265,9 +266,11 @@ def figure(rs: list[dict[str, Any]], recon: list[dict[str, Any]], out: Path) -> 
     mia.axhline(1.0, color="grey", lw=0.8, ls=":", label="chance (TPR = FPR)")
     for ax in (util, mia, inv, psnr):
         ax.set_xscale("log")
-        ax.set_xlabel("noise multiplier σ (no DP drawn at 1e-3)")
+        ax.set_xlabel("noise multiplier σ (no DP drawn at 1e-4)")
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
+    for ax in (inv, psnr):
+        ax.set_xlim(util.get_xlim())
     util.set(ylabel="mean local test accuracy (%)", title="(a) utility (95% CI over clients), both settings")
     mia.set(ylabel="RMIA TPR at 1% FPR (%)", title="(b) membership, server's view (pooled victims, 95% CI)")
     eps.set_yscale("log")

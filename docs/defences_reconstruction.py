@@ -65,8 +65,6 @@ def draw_reconstruction(rs: list[dict[str, Any]], util: Axes, inv: Axes, inv_uti
         psnr.errorbar([x for x, _, _ in pts], mean, yerr=perr, capsize=3, label=label, **style)
     for ax in (inv, inv_util):
         ax.set_ylim(-5, 105)
-    for ax in (inv, psnr):
-        ax.set_xlim(util.get_xlim())
     inv.set(ylabel="training images recovered > 20 dB (%)",
             title="(c) update inversion, first layer (50-image clients)")
     inv_util.set(xlabel="mean local test accuracy (%), 50-image clients", ylabel="recovered > 20 dB (%)",
