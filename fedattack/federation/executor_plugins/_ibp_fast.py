@@ -101,10 +101,10 @@ class IBPRun:
         like = params[f"{next(iter(spec.alpha))}.pi_logit"]
         self.x = F.pad(x, (0, 1), value=1.0) if spec.chain[0][1] else x  # [x, 1] for W_a
         self.rows = rows.reshape(rows.shape[0], -1).unbind(0)
-        self.w = weights.to(like.dtype).unsqueeze(-1)
+        w = weights.to(like.dtype).unsqueeze(-1)
         # the loss's gradient in the logits is softmax * w - onehot * w: the second term, per step
-        self.neg_targets = (F.one_hot(y, _classes(spec, params)).to(like.dtype)[rows] * -self.w).unbind(0)
-        self.w = self.w.unbind(0)
+        self.neg_targets = (F.one_hot(y, _classes(spec, params)).to(like.dtype)[rows] * -w).unbind(0)
+        self.w = w.unbind(0)
         self.sel = {layer: torch.stack([params[f"{layer}.{n}"] for n in SELECTION]) for layer in spec.alpha}
         self.sel_opt = {layer: opts[f"{layer}.pi_logit"] for layer in spec.alpha}  # see ibp_spec
         self.priors = {layer: LayerPrior.of(alpha, spec.scale, spec.kl_b, spec.kappa or 0.0, like)
