@@ -69,6 +69,7 @@ def align(copies: torch.Tensor, classes: torch.Tensor) -> torch.Tensor:
     for e in range(1, flat.shape[0]):
         cost = torch.cdist(flat[0].double(), flat[e].double()) ** 2
         cost = cost + 1e6 * (classes[0][:, None] != classes[e][None, :])
+        cost = torch.nan_to_num(cost, nan=1e12, posinf=1e12)  # an overflowed copy: any order will do
         _, cols = assignment(cost.cpu().numpy(), maximize=False)
         orders.append(torch.as_tensor(cols, dtype=torch.long))
     return torch.stack(orders).to(copies.device)

@@ -58,6 +58,18 @@ def test_alignment_respects_labels() -> None:
     assert torch.equal(other[1][order], other[0])
 
 
+def test_alignment_survives_an_overflowed_copy() -> None:
+    """A NaN image (a diverged simulation) once made the assignment raise; it now gets an order
+    that still pairs within labels, and the finite images keep their true partners."""
+    gen = torch.Generator().manual_seed(0)
+    first = torch.rand((4, 1, 8, 8), generator=gen)
+    second = first[torch.tensor([2, 0, 3, 1])].clone()
+    second[3] = float("nan")  # the copy of first[1]
+    classes = torch.tensor([[0, 1, 2, 3], [2, 0, 3, 1]])
+    order = align(torch.stack([first, second]), classes)[1]
+    assert torch.equal(classes[1][order], classes[0]) and torch.equal(order, torch.tensor([1, 3, 0, 2]))
+
+
 @pytest.mark.parametrize("kind", ["matching", "moments"])
 def test_epoch_priors_ignore_order_but_not_content(kind: str) -> None:
     gen = torch.Generator().manual_seed(0)
