@@ -107,3 +107,14 @@ def test_fused_step_is_deterministic_and_independent_of_grouping() -> None:
     for other in runs[1:]:
         for a, b in zip(runs[0], other):
             assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_selection_parameters_on_different_optimisers_leave_the_fused_step() -> None:
+    """The fused step steps a layer's pi, c and d as one tensor: a target that gives them
+    different optimisers is trained by the vmap path instead, not stepped wrongly."""
+    target = build("waffle-ibp", {"recipe": "ibp-wf", "optimizer": "adam-selection"}, recipe=RECIPE)
+    problem = _problems(target, uneven_clients()[:1])[0]
+    assert ibp_spec(target, problem) is not None
+    shared = target.optimizer
+    target.optimizer = lambda name: optim.SGD(0.1) if name.endswith("log_c") else shared(name)  # type: ignore[method-assign]
+    assert ibp_spec(target, problem) is None
