@@ -21,6 +21,7 @@ from fedattack.attacks.data_reconstruction import IMAGE_METRICS, DataReconstruct
 from fedattack.attacks.truth import GroundTruth
 from fedattack.attacks.update_inversion.joint import Inverted
 from fedattack.attacks.update_inversion.labels import count_accuracy
+from fedattack.attacks.update_inversion.levels import LEVELS, pixel_levels
 from fedattack.attacks.update_inversion.problem import VictimUpdate, recover_labels, victim_update
 from fedattack.attacks.update_inversion.unmix import (
     FirstLayer,
@@ -68,8 +69,9 @@ class InversionSettings:
     optimises from noise; "first-layer" reads the images off a fully connected first layer's
     update (`unmix`: the non-negative images of its row space, one linear program per candidate
     pixel, `programs` of them, 0 for every lit pixel; `peel` further rounds steer away from the
-    images found; `rank` "levels" trusts answers with integer pixel levels (`levels` of them:
-    255 for 8-bit images) at the brightness the bias update fixes first, "quantised" up to
+    images found; `rank` "levels" trusts answers with integer pixel levels (`levels` of them;
+    0 reads them off the auxiliary images' pixel grid: 255 for 8-bit images, 16 for digits; 255
+    without auxiliary data) at the brightness the bias update fixes first, "quantised" up to
     scale, "sparsity" the sparsest; `slack` lets answers dip that far below zero (float noise in
     the update's span), see `unmix.Search`) and skips the optimiser, falling back to it (said in
     the result) where that does not apply."""
@@ -86,7 +88,7 @@ class InversionSettings:
     peel: int = 0
     rank: str = "levels"
     slack: float = 0.0
-    levels: int = 255
+    levels: int = 0
 
     def __post_init__(self) -> None:
         if self.iterations < 1 or self.restarts < 1 or self.step_size <= 0 or self.tv < 0:
@@ -99,8 +101,9 @@ class InversionSettings:
             raise UserError(f"start {self.start!r} must be one of {', '.join(STARTS)}, programs and peel >= 0")
         if not self.slack >= 0:
             raise UserError(f"slack {self.slack} must be >= 0")
-        if self.levels < 1:
-            raise UserError(f"levels {self.levels} must be >= 1 (255 for 8-bit images)")
+        if self.levels < 0:
+            raise UserError(f"levels {self.levels} must be >= 1 (255 for 8-bit images), or 0 to read "
+                            "them off the auxiliary data")
         if self.rank not in RANKS:
             raise UserError(f"rank {self.rank!r} must be one of {', '.join(RANKS)}")
         if self.labels not in LABELS:
@@ -112,7 +115,7 @@ class UpdateInversionFamily(DataReconstruction):
 
     metrics: ClassVar[tuple[Metric, ...]] = UPDATE_INVERSION_METRICS
     fast_settings: ClassVar[dict[str, Any]] = {"iterations": 2}
-    _unmixed: tuple[tuple[str, int, tuple[int, ...]], Unmixed] | None = None
+    _unmixed: tuple[tuple[str, int, tuple[int, ...], int], Unmixed] | None = None
 
     def invert(self, update: VictimUpdate, labels: torch.Tensor, gen: torch.Generator) -> Inverted:
         raise NotImplementedError
@@ -121,7 +124,9 @@ class UpdateInversionFamily(DataReconstruction):
         update = victim_update(adv, adaptive_selection=self.settings.selection == "adaptive")
         labels, label_note = recover_labels(update, adv, gen,
                                             use_known=self.settings.labels == "threat-model")
-        inverted, how = self.first_layer(update, labels, gen)
+        levels = self.settings.levels or (pixel_levels(adv.knowledge.aux.x.numpy()) if len(adv.knowledge.aux)
+                                          else LEVELS)
+        inverted, how = self.first_layer(update, labels, gen, levels)
         if inverted is None:
             inverted = self.invert(update, labels, gen)
         info = {**update.notes, "labels": {**label_note, "guessed": labels.tolist()}, "inverted_by": how,
@@ -129,8 +134,8 @@ class UpdateInversionFamily(DataReconstruction):
                 "selection_found": {k: v.tolist() for k, v in inverted.extras.items()}}
         return Reconstructions(inverted.images, info)
 
-    def first_layer(self, update: VictimUpdate, labels: torch.Tensor,
-                    gen: torch.Generator) -> tuple[Inverted | None, str]:
+    def first_layer(self, update: VictimUpdate, labels: torch.Tensor, gen: torch.Generator,
+                    levels: int) -> tuple[Inverted | None, str]:
         """The images off the first layer's update (`start=first-layer`), or None and why not."""
         if self.settings.start != "first-layer":
             return None, "the optimiser from noise"
@@ -138,7 +143,8 @@ class UpdateInversionFamily(DataReconstruction):
         if layer is None:
             return None, "the optimiser from noise: no fully connected first layer on the wire"
         norm = update.target.ctx.normalization
-        unmixed = self.unmixed(layer, len(labels), update.shape, gen, None if norm is None else (norm.mean, norm.std))
+        unmixed = self.unmixed(layer, len(labels), update.shape, gen,
+                               None if norm is None else (norm.mean, norm.std), levels)
         if unmixed.images is None:
             return None, f"the optimiser from noise: {unmixed.note}"
         held = update.extras.initial()
@@ -148,16 +154,16 @@ class UpdateInversionFamily(DataReconstruction):
         return Inverted(ordered, free, float("nan")), f"the first layer's update (unmix: {unmixed.note})"
 
     def unmixed(self, layer: FirstLayer, n: int, shape: tuple[int, ...], gen: torch.Generator,
-                normalisation: tuple[tuple[float, ...], tuple[float, ...]] | None) -> Unmixed:
+                normalisation: tuple[tuple[float, ...], tuple[float, ...]] | None, levels: int) -> Unmixed:
         """`unmix`, remembered for the last layer seen: every reconstruction strategy of one
         victim uplinks the same first layer (a hidden selection does not enter it), so the
         linear programs are solved once per victim, not once per strategy."""
         s = self.settings
         bias = b"" if layer.bias is None else layer.bias.numpy().tobytes()
         digest = hashlib.sha256(layer.weight.numpy().tobytes() + bias + gen.get_state().numpy().tobytes())
-        key = (digest.hexdigest(), n, shape)
+        key = (digest.hexdigest(), n, shape, levels)
         if self._unmixed is None or self._unmixed[0] != key:
-            search = Search(programs=s.programs, peel=s.peel, rank=s.rank, slack=s.slack, levels=s.levels)
+            search = Search(programs=s.programs, peel=s.peel, rank=s.rank, slack=s.slack, levels=levels)
             self._unmixed = (key, unmix(layer, n, shape, gen, search, normalisation))
         return self._unmixed[1]
 

@@ -29,6 +29,16 @@ CERTIFIED = 0.05  # up-to-scale quantisation error below which an answer is take
 EXACT_CERTIFIED = 0.25  # the same at the scale the bias fixes (a level's fraction; a mixture is near 0.5)
 
 
+def pixel_levels(pixels: np.ndarray) -> int:
+    """The integer levels of the data's pixel grid (255 for 8-bit images, 16 for scikit-learn's
+    digits), read off public images in [0, 1] as the smallest gap between distinct pixel values:
+    the image format is public knowledge, and a wrong grid certifies no image at all."""
+    values = np.unique(np.round(pixels.astype(np.float64).ravel(), 9))
+    gaps = np.diff(values)
+    gaps = gaps[gaps > ZERO]
+    return LEVELS if gaps.size == 0 else max(1, round(1.0 / float(gaps.min())))
+
+
 def quantisation_error(x: np.ndarray, levels: int = LEVELS) -> float:
     """How far x (scaled to a maximum of 1) is from an image of integer levels: over the image's
     brightest level M = 1..levels, the least largest distance of M * x to an integer on its lit

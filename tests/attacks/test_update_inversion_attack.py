@@ -22,6 +22,7 @@ from fedattack.attacks.evaluate import evaluate_run
 from fedattack.attacks.reconstruction.base import RECONSTRUCTIONS, Reconstructed, Reconstructor
 from fedattack.attacks.update_inversion.family import UpdateInversionFamily
 from fedattack.attacks.update_inversion.image_metrics import psnr_matrix
+from fedattack.attacks.update_inversion.levels import pixel_levels
 from fedattack.attacks.view import Channel, Knowledge, Observation, View
 from fedattack.data import load_dataset
 from fedattack.evaluation import EvaluationSpec
@@ -49,9 +50,9 @@ def sgd_step(target: Target, down: State, x: torch.Tensor, y: torch.Tensor) -> S
 
 
 def adversary(target: Target, down: State, up: State, n: int, *, labels: list[int] | None = None,
-              size_known: bool = True, recipe_known: bool = True) -> Adversary:
+              size_known: bool = True, recipe_known: bool = True, aux: Samples = EMPTY) -> Adversary:
     """What an eavesdropper on victim 0's round-1 channel holds (the uplink reports n)."""
-    knowledge = Knowledge(aux=EMPTY, queries=EMPTY, victim_size=n if size_known else None,
+    knowledge = Knowledge(aux=aux, queries=EMPTY, victim_size=n if size_known else None,
                           victim_class_counts=labels or [], labels_known=labels is not None,
                           recipe_known=recipe_known)
     reader = SimpleNamespace(index=[], load=lambda **_: [Message(1, 0, SERVER, "uplink", up, samples=n)])
@@ -88,13 +89,22 @@ def test_one_image_one_step_is_recovered_with_its_label(name: str, digits: Sampl
 def test_the_first_layer_start_reads_the_image_and_says_how(digits: Samples) -> None:
     """start=first-layer: the image straight off the first layer's update, certified by its integer
     levels; a second run of the same attack object (another reconstruction strategy of the same
-    victim) reuses the linear programs and returns the same images bit for bit."""
+    victim) reuses the linear programs and returns the same images bit for bit. The pixel grid
+    (digits: 16 levels) is read off the auxiliary images: the 8-bit default certifies nothing."""
     target, down, up = one_step_case(digits, 1)
-    chosen = attack("update-inversion", start="first-layer", labels="recovered", levels=16)  # digits: 0..16
-    runs = [chosen.run(adversary(target, down, up, 1), torch.Generator().manual_seed(0)) for _ in range(2)]
+    chosen = attack("update-inversion", start="first-layer", labels="recovered")
+    public = load_dataset("digits")
+    aux = Samples(public.x_test[:100], public.y_test[:100])
+    runs = [chosen.run(adversary(target, down, up, 1, aux=aux), torch.Generator().manual_seed(0)) for _ in range(2)]
     assert torch.allclose(runs[0].images, digits.x[:1], atol=1e-4) and torch.equal(runs[0].images, runs[1].images)
     assert runs[0].info["inverted_by"].startswith("the first layer's update (unmix:")
     assert "certified (integer levels at the bias's scale) after each round: 1" in runs[0].info["inverted_by"]
+
+
+def test_the_pixel_grid_is_read_off_public_images(digits: Samples) -> None:
+    eight_bit = torch.randint(0, 256, (20, 1, 8, 8), generator=torch.Generator().manual_seed(0)) / 255
+    assert pixel_levels(digits.x.numpy()) == 16 and pixel_levels(eight_bit.numpy()) == 255
+    assert pixel_levels(torch.zeros(3, 1, 2, 2).numpy()) == 255  # no gap to read: the 8-bit default
 
 
 def chance_db(real: torch.Tensor, gen: torch.Generator) -> float:
