@@ -193,7 +193,7 @@ def sweep_results(folder: str) -> list[tuple[dict, float, AttackResult]]:
     """(federation spec, its mean local test accuracy, result) for every result of an experiment
     folder, ordered by method, local epochs, seed, threat model, attack, reconstruction."""
     root, out = Path(folder), []
-    for run in (root / "runs").iterdir():
+    for run in (root / "runs").glob("[!.]*"):  # hidden: a cell still being written
         spec = json.loads((run / "federation.json").read_text())["spec"]
         final = json.loads((run / "metrics.json").read_text())["final"]["mean"]
         for r in load([str(d) for d in (root / "results" / run.name).glob("[!.]*") if d.is_dir()]):
