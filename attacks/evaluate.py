@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -27,6 +26,7 @@ from fedattack.attacks.base import Adversary, Attack, ResultContext
 from fedattack.attacks.data import Pools, split_pools
 from fedattack.attacks.eval_classifier import eval_classifier
 from fedattack.attacks.reconstruction.base import RECONSTRUCTIONS, Reconstructor, resolve
+from fedattack.attacks.request import build_attacks, names, parse_victims
 from fedattack.attacks.summary import write_summary
 from fedattack.attacks.threat_models.base import RunFacts, ThreatModel
 from fedattack.attacks.truth import GroundTruth
@@ -40,7 +40,6 @@ from fedattack.federation.executors import EXECUTORS
 from fedattack.federation.rundir import Federation
 from fedattack.registry import ATTACKS, THREAT_MODELS, UserError
 from fedattack.results import AttackResult, metric_table
-from fedattack.rng import numpy_rng
 from fedattack.target import Target
 
 
@@ -241,54 +240,6 @@ def nothing_seen(fed: Federation, tm: ThreatModel, victim: int) -> str:
     if not recording.get("messages"):
         return f"{method} puts nothing on the wire; the {tm.name} observes nothing to attack"
     return f"client {victim} sent or received nothing in the recorded rounds; the {tm.name} observes nothing"
-
-
-def names(request: str | Sequence[str], known: list[str]) -> list[str]:
-    items = [request] if isinstance(request, str) else list(request)
-    if "all" in items:
-        return known
-    if not items:
-        raise UserError("name at least one threat model and one attack (or all)")
-    return items
-
-
-def build_attacks(chosen: list[str], options: dict[str, Any]) -> list[Attack]:
-    """Attack objects; each option goes to every chosen attack that has such a setting."""
-    classes = [ATTACKS.get(n) for n in chosen]
-    fields = [set(getattr(c.Settings, "__dataclass_fields__", {})) for c in classes]
-    unused = [k for k in options if not any(k.replace("-", "_") in f for f in fields)]
-    if unused:
-        raise UserError(f"no chosen attack has the setting {unused[0]!r}; see `fedattack list attacks`")
-    return [c.from_options({k: v for k, v in options.items() if k.replace("-", "_") in f})
-            for c, f in zip(classes, fields)]
-
-
-def parse_victims(victims: str | int | Sequence[str | int], fed: Federation, seed: int) -> list[int]:
-    """Client ids from ids, "all" or "random:N" (see `evaluate_run`)."""
-    items = [victims] if isinstance(victims, (str, int)) else list(victims)
-    chosen: list[int] = []
-    for item in items:
-        text = str(item).strip()
-        if text == "all":
-            chosen += range(fed.num_clients)
-        elif text.startswith("random:"):
-            chosen += random_victims(fed, text[7:], seed)
-        else:
-            try:
-                client = int(text)
-            except ValueError:
-                raise UserError(f"victim {text!r} is not a client id, all, or random:N") from None
-            fed.check_client(client)
-            chosen.append(client)
-    return list(dict.fromkeys(chosen))
-
-
-def random_victims(fed: Federation, count: str, seed: int) -> list[int]:
-    if not count.isdigit() or int(count) < 1:
-        raise UserError(f"random:{count} needs a positive count, e.g. random:5")
-    seen = sorted(set(fed.transcript().clients())) or list(range(fed.num_clients))
-    k = min(int(count), len(seen))
-    return sorted(int(c) for c in numpy_rng(seed, "victims").choice(seen, size=k, replace=False))
 
 
 def run_info(fed: Federation) -> dict[str, Any]:

@@ -185,7 +185,7 @@ def remaining(spec: EvaluationSpec, fed: Federation, previous: list[Path]) -> Ev
     """The spec without the victims whose every (threat model, attack) result is already there."""
     if not previous:
         return spec
-    from fedattack.attacks.evaluate import names, parse_victims
+    from fedattack.attacks.request import names, parse_victims
     from fedattack.registry import ATTACKS, THREAT_MODELS
 
     wanted = {(tm, a) for tm in names(spec.threat_models, THREAT_MODELS.names())

@@ -74,7 +74,7 @@ def run_named(name_or_file: str, out: str | None, data_root: str | None, downloa
 def check_attacks_and_papers(exp: Any) -> None:
     """Refuse unknown attacks, threat models, attack settings and paper tables before anything
     trains (the runner, which imports neither attacks nor reports, found them only afterwards)."""
-    from fedattack.attacks.evaluate import build_attacks, names
+    from fedattack.attacks.request import build_attacks, names
     from fedattack.registry import ATTACKS, THREAT_MODELS
     from fedattack.reports.paper_numbers import lookup
 

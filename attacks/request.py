@@ -1,0 +1,62 @@
+"""What an evaluation asks for, from names to objects: threat-model and attack names ("all" or
+a list), the attacks with their settings (each setting to every chosen attack that has it),
+and the victims (ids, "all", "random:N"). Kept apart from `evaluate` so the commands can check
+a request before any data is loaded."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from fedattack.attacks.base import Attack
+from fedattack.federation.rundir import Federation
+from fedattack.registry import ATTACKS, UserError
+from fedattack.rng import numpy_rng
+
+
+def names(request: str | Sequence[str], known: list[str]) -> list[str]:
+    items = [request] if isinstance(request, str) else list(request)
+    if "all" in items:
+        return known
+    if not items:
+        raise UserError("name at least one threat model and one attack (or all)")
+    return items
+
+
+def build_attacks(chosen: list[str], options: dict[str, Any]) -> list[Attack]:
+    """Attack objects; each option goes to every chosen attack that has such a setting."""
+    classes = [ATTACKS.get(n) for n in chosen]
+    fields = [set(getattr(c.Settings, "__dataclass_fields__", {})) for c in classes]
+    unused = [k for k in options if not any(k.replace("-", "_") in f for f in fields)]
+    if unused:
+        raise UserError(f"no chosen attack has the setting {unused[0]!r}; see `fedattack list attacks`")
+    return [c.from_options({k: v for k, v in options.items() if k.replace("-", "_") in f})
+            for c, f in zip(classes, fields)]
+
+
+def parse_victims(victims: str | int | Sequence[str | int], fed: Federation, seed: int) -> list[int]:
+    """Client ids from ids, "all" or "random:N" (see `evaluate_run`)."""
+    items = [victims] if isinstance(victims, (str, int)) else list(victims)
+    chosen: list[int] = []
+    for item in items:
+        text = str(item).strip()
+        if text == "all":
+            chosen += range(fed.num_clients)
+        elif text.startswith("random:"):
+            chosen += random_victims(fed, text[7:], seed)
+        else:
+            try:
+                client = int(text)
+            except ValueError:
+                raise UserError(f"victim {text!r} is not a client id, all, or random:N") from None
+            fed.check_client(client)
+            chosen.append(client)
+    return list(dict.fromkeys(chosen))
+
+
+def random_victims(fed: Federation, count: str, seed: int) -> list[int]:
+    if not count.isdigit() or int(count) < 1:
+        raise UserError(f"random:{count} needs a positive count, e.g. random:5")
+    seen = sorted(set(fed.transcript().clients())) or list(range(fed.num_clients))
+    k = min(int(count), len(seen))
+    return sorted(int(c) for c in numpy_rng(seed, "victims").choice(seen, size=k, replace=False))
