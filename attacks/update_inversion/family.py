@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from fedattack.attacks.base import Adversary, Scored
+from fedattack.attacks.data import Samples
 from fedattack.attacks.data_reconstruction import IMAGE_METRICS, DataReconstruction, Reconstructions
 from fedattack.attacks.truth import GroundTruth
 from fedattack.attacks.update_inversion.joint import Inverted
@@ -124,9 +125,7 @@ class UpdateInversionFamily(DataReconstruction):
         update = victim_update(adv, adaptive_selection=self.settings.selection == "adaptive")
         labels, label_note = recover_labels(update, adv, gen,
                                             use_known=self.settings.labels == "threat-model")
-        levels = self.settings.levels or (pixel_levels(adv.knowledge.aux.x.numpy()) if len(adv.knowledge.aux)
-                                          else LEVELS)
-        inverted, how = self.first_layer(update, labels, gen, levels)
+        inverted, how = self.first_layer(update, labels, gen, adv.knowledge.aux)
         if inverted is None:
             inverted = self.invert(update, labels, gen)
         info = {**update.notes, "labels": {**label_note, "guessed": labels.tolist()}, "inverted_by": how,
@@ -135,7 +134,7 @@ class UpdateInversionFamily(DataReconstruction):
         return Reconstructions(inverted.images, info)
 
     def first_layer(self, update: VictimUpdate, labels: torch.Tensor, gen: torch.Generator,
-                    levels: int) -> tuple[Inverted | None, str]:
+                    aux: Samples) -> tuple[Inverted | None, str]:
         """The images off the first layer's update (`start=first-layer`), or None and why not."""
         if self.settings.start != "first-layer":
             return None, "the optimiser from noise"
@@ -143,6 +142,7 @@ class UpdateInversionFamily(DataReconstruction):
         if layer is None:
             return None, "the optimiser from noise: no fully connected first layer on the wire"
         norm = update.target.ctx.normalization
+        levels = self.settings.levels or (pixel_levels(aux.x.numpy()) if len(aux) else LEVELS)
         unmixed = self.unmixed(layer, len(labels), update.shape, gen,
                                None if norm is None else (norm.mean, norm.std), levels)
         if unmixed.images is None:
