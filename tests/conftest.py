@@ -23,6 +23,16 @@ torch.set_num_threads(1)
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (two workers, `--dist loadgroup`), tests sharing an expensive session
+    fixture that must exist once run on one worker: the hostile tests' `busy` processes are
+    started together and signalled at once, so two copies on two workers would race each other
+    for the cores their timing assumes."""
+    for item in items:
+        if "busy" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("hostile-busy"))
+
+
 def tiny_spec(**overrides) -> FederationSpec:  # type: ignore[no-untyped-def]
     """A federation small enough to train in about a second."""
     base = dict(method="fedavg", dataset="digits", partition="shards", num_clients=10,

@@ -10,6 +10,9 @@ import pytest
 from tests.experiments.test_backends import digests, sweep
 
 ray = pytest.importorskip("ray", reason='Ray is not installed; pip install "fedattack[ray]" to run this test')
+# Ray (and Flower's simulation engine, built on it) starts one local instance at a time here:
+# these tests share one pytest-xdist worker.
+pytestmark = pytest.mark.xdist_group("ray")
 
 
 def test_ray_backend_gives_the_bytes_of_the_sequential_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -21,6 +21,10 @@ from fedattack.cli import cli
 from fedattack.federation.rundir import Federation
 from fedattack.registry import MODELS, UserError
 
+# Ray (and Flower's simulation engine, built on it) starts one local instance at a time here:
+# these tests share one pytest-xdist worker.
+pytestmark = pytest.mark.xdist_group("ray")
+
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "flower_digits"
 CLIENTS, ROUNDS = 3, 2
 
