@@ -16,6 +16,8 @@ Lane k trains the federations whose place in the plan is k modulo the number of 
 from __future__ import annotations
 
 import argparse
+import signal
+import sys
 import time
 from pathlib import Path
 
@@ -38,6 +40,12 @@ def next_job(args: argparse.Namespace) -> FederationJob | None:
     return None
 
 
+def stop_cleanly(signum: int, frame: object) -> None:
+    """SIGTERM (a `kill`, a scheduler) cleans up the federation in training as Ctrl-C does, as
+    the CLI's SIGTERM does: without it the process dies and leaves its hidden partial folder."""
+    raise KeyboardInterrupt
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("experiment", type=Path)
@@ -48,6 +56,7 @@ def main() -> None:
     parser.add_argument("--data-root", default=None)
     args = parser.parse_args()
     torch.set_num_threads(1)
+    signal.signal(signal.SIGTERM, stop_cleanly)
     while (fed := next_job(args)) is not None:
         path = run_dir(args.out, fed)
         t0 = time.perf_counter()
@@ -56,4 +65,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:
+        print("interrupted; the federation in training was cleaned up, finished ones are kept", file=sys.stderr)
+        raise SystemExit(130) from None
