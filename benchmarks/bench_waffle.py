@@ -20,7 +20,8 @@ Share of the ceiling: matrix-multiply FLOPs per client step (`torch.utils.flop_c
 client steps per second of wall time, over `torch.bmm`'s GFLOP/s at the MNIST MLP's shapes for
 that many clients measured in the same run (`bench_mnist.bmm_gflops`, as for FedAvg). Then the
 whole setting (10 clients a round, `--full-rounds` rounds, every client evaluated every round,
-run directory written) through `train_federation`, before (vmap) and after (hand-written).
+run directory written) through `train_federation`, before (vmap) and after (hand-written),
+with the wall seconds of its parts (`time_phases`).
 """
 
 from __future__ import annotations
@@ -72,7 +73,42 @@ def run_child(cfg: dict[str, Any]) -> dict[str, Any]:
             super().__init__(device, fast=False)
 
     EXECUTORS.add("batched-vmap", VmapBatched)
-    return measure(cfg)
+    if cfg["runner"] != "full":
+        return measure(cfg)
+    phases = time_phases()
+    res = measure(cfg)
+    return {**res, "phases": {k: round(v, 3) for k, v in phases.items()}}
+
+
+def time_phases() -> dict[str, float]:
+    """Wall seconds of the whole setting's parts, summed over calls: loading the data (with the
+    registry's imports), training rounds, evaluating every client, writing each round's
+    transcript, the manifest's description (partition heterogeneity), sealing the run folder.
+    Wraps the functions `train_federation` calls; a second or so of wrapping costs nothing."""
+    import time
+
+    import fedattack.federation.train as train
+    from fedattack.federation.loop import RoundLoop
+    from fedattack.federation.rundir import RunWriter
+    from fedattack.federation.transcript_io import TranscriptWriter
+
+    spent: dict[str, float] = {}
+
+    def timed(name: str, fn: Any) -> Any:
+        def wrapper(*a: Any, **k: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                spent[name] = spent.get(name, 0.0) + time.perf_counter() - started
+        return wrapper
+
+    train.load_dataset = timed("load data", train.load_dataset)
+    train.describe = timed("describe", train.describe)
+    for owner, attr, name in ((RoundLoop, "run_round", "train rounds"), (RoundLoop, "evaluate", "evaluate"),
+                              (TranscriptWriter, "end_round", "transcript"), (RunWriter, "finish", "seal")):
+        setattr(owner, attr, timed(name, getattr(owner, attr)))
+    return spent
 
 
 def row(m: int, runner: str, res: dict[str, Any], base: dict[str, float], bmm: float) -> str:
@@ -115,6 +151,10 @@ def whole_setting(args: argparse.Namespace, common: dict[str, Any], results: dic
         print(f"  {executor:13s} {res['seconds']:7.1f} s wall, {res['cpu_seconds']:7.1f} s CPU, "
               f"accuracy {res['accuracy']:.2f}%, peak {res['rss_peak'] / 2**20:.0f} MB, "
               f"load {load()}", flush=True)
+        phases = res["phases"]
+        rest = res["seconds"] - sum(phases.values())
+        print("    wall s: " + ", ".join(f"{k} {v:.1f}" for k, v in phases.items()) + f", rest {rest:.1f}",
+              flush=True)
 
 
 def main() -> None:
