@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from torch.func import grad, vmap
 
 from fedattack.attacks.base import Adversary, Attack, NotApplicable, Scored
 from fedattack.attacks.data_reconstruction import psnr
@@ -162,6 +163,47 @@ def invert(target: Target, params: State, x0: torch.Tensor, s: InversionSettings
     with torch.no_grad():
         conf = target.forward(params, best_x).softmax(1)[classes, classes]
     return InversionGuesses(best_x, conf.tolist(), steps.tolist())
+
+
+def invert_many(target: Target, params: list[State], x0: list[torch.Tensor],
+                s: InversionSettings) -> list[InversionGuesses]:
+    """`invert` for several victims' models of one target at once: their parameters stacked,
+    the forward pass vmapped over victims, so one step updates every victim's images together
+    (on small models the step's cost is dispatch, not arithmetic; see `bench_reference_models`).
+    Each (victim, class) keeps its own stopping rule and best input, so the guesses equal
+    `invert`'s one victim at a time up to float rounding (vmap's batched products)."""
+    if not params:
+        return []
+    stacked = {k: torch.stack([p[k].detach() for p in params]) for k in params[0]}
+    x = torch.stack(x0).clone()  # (victims, classes, C, H, W)
+    fredrikson = s.loss == "fredrikson"
+
+    def costs(p: State, xv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        logp = target.forward(p, xv).log_softmax(1).diagonal()
+        cost = 1.0 - logp.exp() if fredrikson else -logp
+        return cost.sum(), cost
+
+    step_grads = vmap(grad(costs, argnums=1, has_aux=True))
+    cells = x.shape[:2]
+    best_x, best_cost = x.clone(), torch.full(cells, float("inf"))
+    history: list[torch.Tensor] = []
+    active = torch.ones(cells, dtype=torch.bool)
+    steps = torch.zeros(cells, dtype=torch.long)
+    for _ in range(s.steps):
+        g, c = step_grads(stacked, x)
+        better = active & (c < best_cost)
+        best_cost[better], best_x[better] = c[better], x[better]
+        if len(history) >= s.patience:
+            active &= ~(c >= torch.stack(history[-s.patience:]).max(0).values)
+        history.append(c)
+        if not active.any():
+            break
+        step = (s.lr * g).where(active.view(*cells, *[1] * (x.dim() - 2)), torch.zeros(()))
+        x = (x - step).clamp(0.0, 1.0)
+        steps += active.long()
+    with torch.no_grad():
+        conf = vmap(target.forward)(stacked, best_x).softmax(2).diagonal(dim1=1, dim2=2)
+    return [InversionGuesses(best_x[v], conf[v].tolist(), steps[v].tolist()) for v in range(len(params))]
 
 
 def _mean(values: list[float]) -> float:

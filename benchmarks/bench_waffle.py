@@ -20,7 +20,8 @@ Share of the ceiling: matrix-multiply FLOPs per client step (`torch.utils.flop_c
 client steps per second of wall time, over `torch.bmm`'s GFLOP/s at the MNIST MLP's shapes for
 that many clients measured in the same run (`bench_mnist.bmm_gflops`, as for FedAvg). Then the
 whole setting (10 clients a round, `--full-rounds` rounds, every client evaluated every round,
-run directory written) through `train_federation`, before (vmap) and after (hand-written).
+run directory written) through `train_federation`, before (vmap) and after (hand-written),
+with the wall seconds of its parts (`time_phases`).
 """
 
 from __future__ import annotations
@@ -72,7 +73,42 @@ def run_child(cfg: dict[str, Any]) -> dict[str, Any]:
             super().__init__(device, fast=False)
 
     EXECUTORS.add("batched-vmap", VmapBatched)
-    return measure(cfg)
+    if cfg["runner"] != "full":
+        return measure(cfg)
+    phases = time_phases()
+    res = measure(cfg)
+    return {**res, "phases": {k: round(v, 3) for k, v in phases.items()}}
+
+
+def time_phases() -> dict[str, float]:
+    """Wall seconds of the whole setting's parts, summed over calls: loading the data (with the
+    registry's imports), training rounds, evaluating every client, writing each round's
+    transcript, the manifest's description (partition heterogeneity), sealing the run folder.
+    Wraps the functions `train_federation` calls; a second or so of wrapping costs nothing."""
+    import time
+
+    import fedattack.federation.train as train
+    from fedattack.federation.loop import RoundLoop
+    from fedattack.federation.rundir import RunWriter
+    from fedattack.federation.transcript_io import TranscriptWriter
+
+    spent: dict[str, float] = {}
+
+    def timed(name: str, fn: Any) -> Any:
+        def wrapper(*a: Any, **k: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                spent[name] = spent.get(name, 0.0) + time.perf_counter() - started
+        return wrapper
+
+    train.load_dataset = timed("load data", train.load_dataset)
+    train.describe = timed("describe", train.describe)
+    for owner, attr, name in ((RoundLoop, "run_round", "train rounds"), (RoundLoop, "evaluate", "evaluate"),
+                              (TranscriptWriter, "end_round", "transcript"), (RunWriter, "finish", "seal")):
+        setattr(owner, attr, timed(name, getattr(owner, attr)))
+    return spent
 
 
 def row(m: int, runner: str, res: dict[str, Any], base: dict[str, float], bmm: float) -> str:
@@ -115,6 +151,61 @@ def whole_setting(args: argparse.Namespace, common: dict[str, Any], results: dic
         print(f"  {executor:13s} {res['seconds']:7.1f} s wall, {res['cpu_seconds']:7.1f} s CPU, "
               f"accuracy {res['accuracy']:.2f}%, peak {res['rss_peak'] / 2**20:.0f} MB, "
               f"load {load()}", flush=True)
+        phases = res["phases"]
+        rest = res["seconds"] - sum(phases.values())
+        print("    wall s: " + ", ".join(f"{k} {v:.1f}" for k, v in phases.items()) + f", rest {rest:.1f}",
+              flush=True)
+
+
+def inversion(args: argparse.Namespace, common: dict[str, Any], results: dict[str, Any]) -> None:
+    """Model inversion (the WAFFLe paper's Table 4 attack) of `--inversion-victims` victims' deployed
+    WAFFLe MNIST models, one victim at a time (`invert`) against all at once (`invert_many`):
+    victims per second of wall and CPU time. Every class runs all `--inversion-steps` steps
+    (patience above the steps), so both do the same number of steps; the models are the
+    initial server with each victim's own initial selection (the speed does not depend on
+    training). Each way runs once, untimed, on 2 victims and 2 steps first."""
+    import time
+
+    from _measure import spec_for
+
+    from fedattack.attacks.inversion import InversionSettings, invert, invert_many
+    from fedattack.data import load_dataset
+    from fedattack.federation.train import build_target
+    from fedattack.rng import generator
+
+    spec = spec_for({"method": METHOD, "clients": 10, "hyper": common["hyper"]}, 100)
+    dataset = load_dataset("mnist", args.data_root)
+    target = build_target(spec, dataset, 100)
+    server = target.init_server(generator(0, "init"))
+    models = [target.deployed(server, target.init_private(k, server, generator(0, "private", k)))
+              for k in range(args.inversion_victims)]
+    starts = [torch.zeros(target.num_classes, *dataset.input_shape) for _ in models]
+    steps = args.inversion_steps
+
+    def alone(ms: list, xs: list, settings: InversionSettings) -> list:
+        return [invert(target, m, x, settings) for m, x in zip(ms, xs)]
+
+    def together(ms: list, xs: list, settings: InversionSettings) -> list:
+        return invert_many(target, ms, xs, settings)
+
+    print(f"\nModel inversion of {len(models)} victims' WAFFLe MNIST models, {steps} steps, "
+          f"{target.num_classes} classes each; load {load()}")
+    out: dict[str, Any] = {"victims": len(models), "steps": steps}
+    guesses = {}
+    for name, run in (("one at a time", alone), ("batched", together)):
+        run(models[:2], starts[:2], InversionSettings(steps=2, patience=steps + 1))
+        wall, cpu = time.perf_counter(), time.process_time()
+        guesses[name] = run(models, starts, InversionSettings(steps=steps, patience=steps + 1))
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        out[name] = {"seconds": wall, "cpu_seconds": cpu, "victims_per_second": len(models) / wall}
+        print(f"  {name:13s} {wall:7.2f} s wall, {cpu:7.2f} s CPU, {len(models) / wall:6.2f} victims/s, "
+              f"{len(models) / cpu:6.2f} victims/CPU-s", flush=True)
+    diff = max(float((a.images - b.images).abs().max()) for a, b in zip(*guesses.values()))
+    out["speedup"] = out["one at a time"]["seconds"] / out["batched"]["seconds"]
+    out["max_abs_image_difference"] = diff
+    print(f"  batched / one at a time: {out['speedup']:.2f}x; largest pixel difference {diff:.1e}; "
+          f"load {load()}", flush=True)
+    results["inversion"] = out
 
 
 def main() -> None:
@@ -128,6 +219,9 @@ def main() -> None:
                    choices=["batched-vmap", "batched"])
     p.add_argument("--recipe", choices=list(RECIPES), default="literal",
                    help="waffle-ibp's settings: the paper's literal recipe or the searched personalising one")
+    p.add_argument("--inversion-victims", type=int, default=0,
+                   help="also time model inversion of this many victims, batched against one at a time")
+    p.add_argument("--inversion-steps", type=int, default=300, help="inversion steps per victim")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     p.add_argument("--data-root", default=os.environ.get("FEDATTACK_DATA"))
     p.add_argument("--json", type=Path, default=None, help="also write all results here")
@@ -147,6 +241,8 @@ def main() -> None:
     per_round(args, common, results)
     if args.full_rounds:
         whole_setting(args, common, results)
+    if args.inversion_victims:
+        inversion(args, common, results)
     results["load_end"] = load()
     print(f"\nload average at the end: {load()}")
     if args.json:

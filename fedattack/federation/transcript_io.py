@@ -19,9 +19,11 @@ from fedattack.wire import Message, RecordingPolicy, Transcript
 
 
 def _digest(t: torch.Tensor) -> str:
+    """Content hash of a tensor: its dtype, shape and bytes (read in place, not copied)."""
     t = t.detach().contiguous()
-    head = f"{t.dtype}:{tuple(t.shape)}:".encode()
-    return hashlib.blake2b(head + t.numpy().tobytes(), digest_size=16).hexdigest()
+    digest = hashlib.blake2b(f"{t.dtype}:{tuple(t.shape)}:".encode(), digest_size=16)
+    digest.update(t.numpy().reshape(-1).view("u1").data)
+    return digest.hexdigest()
 
 
 class TranscriptWriter:
@@ -66,10 +68,13 @@ class TranscriptWriter:
         name = f"round_{rnd:05d}.pt"
         keys: dict[str, str] = {}
         tensors: dict[str, torch.Tensor] = {}
+        seen: dict[int, tuple[torch.Tensor, str]] = {}  # a broadcast's tensors: hashed once a round
         for msg in msgs:
             stored: dict[str, dict[str, Any]] = {}
             for tname, t in msg.payload.items():
-                d = _digest(t)
+                if id(t) not in seen:  # one object is one file entry whatever its bytes
+                    seen[id(t)] = (t, _digest(t))
+                d = seen[id(t)][1]
                 if d not in keys:
                     keys[d] = f"t{len(keys)}"
                     tensors[keys[d]] = t

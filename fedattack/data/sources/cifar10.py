@@ -17,7 +17,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from torchvision.datasets import CIFAR10
 
 from fedattack.data.cache import RawImages, cached
 from fedattack.data.images import cached_folder, read_tar
@@ -44,7 +43,7 @@ def load(root: Path, download: bool) -> Dataset:
     if (root / JPEG_TAR).is_file():
         return cached("cifar10", [root / JPEG_TAR], lambda: read_tar(root / JPEG_TAR, CLASSES))
     if download:
-        fetch("cifar10", CIFAR10, root)
+        fetch("cifar10", "CIFAR10", root)
         return _from_pickles(root)
     raise DatasetMissing("cifar10", root, f"looked for {PICKLES}/, {JPEG_DIR}/ and {JPEG_TAR}")
 
@@ -56,7 +55,7 @@ def _from_pickles(root: Path) -> Dataset:
 
 def _decode_pickles(root: Path) -> RawImages:
     """Read torchvision's pickled batches; its HWC uint8 arrays become CHW tensors."""
-    train, test = open_splits("cifar10", CIFAR10, root, root / PICKLES)
+    train, test = open_splits("cifar10", "CIFAR10", root, root / PICKLES)
     if tuple(train.classes) != CLASSES:
         raise UserError(f"{root / PICKLES} has unexpected classes {train.classes}; re-download it")
     return RawImages(

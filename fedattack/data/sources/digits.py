@@ -11,8 +11,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from sklearn.datasets import load_digits
-from sklearn.model_selection import train_test_split
 
 from fedattack.data.types import Dataset
 from fedattack.registry import DATASETS
@@ -24,7 +22,14 @@ MAX_PIXEL = 16.0  # scikit-learn's digits hold counts 0..16 per pixel
 
 @DATASETS.register("digits")
 def load(root: Path, download: bool) -> Dataset:
-    """Load the digits; `root` and `download` are ignored (the data is bundled)."""
+    """Load the digits; `root` and `download` are ignored (the data is bundled).
+
+    scikit-learn is imported here, not at the top: the registry imports this module only to
+    learn the name, and importing scikit-learn costs a second or more.
+    """
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
     bunch = load_digits()
     images = (bunch.images / MAX_PIXEL).astype(np.float32)[:, None]  # (N, 1, 8, 8)
     labels = bunch.target.astype(np.int64)

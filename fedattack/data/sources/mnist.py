@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from torchvision.datasets import MNIST
-
 from fedattack.data.sources._torchvision import load_idx_dataset
 from fedattack.data.types import Dataset
 from fedattack.registry import DATASETS
@@ -20,4 +18,4 @@ CLASSES = tuple(str(d) for d in range(10))
 @DATASETS.register("mnist")
 def load(root: Path, download: bool) -> Dataset:
     """Load MNIST from `root/MNIST/raw`, through the tensor cache."""
-    return load_idx_dataset("mnist", MNIST, CLASSES, root, download)
+    return load_idx_dataset("mnist", "MNIST", CLASSES, root, download)

@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
-from fedattack.federation.executor_plugins._evaluate import evaluate_clients
+from fedattack.federation.executor_plugins._evaluate import InputCache, evaluate_clients
 from fedattack.federation.executor_plugins._mlp_fast import mlp_layers
 from fedattack.federation.executor_plugins._stacked import (
     TrainRequest,
@@ -61,6 +61,7 @@ class BatchedExecutor:
             raise UserError(f"unknown device {device!r}; use cpu or cuda[:N]") from None
         self.fast = fast  # False: vmap for every target, even where the MLP fast path applies
         self.group_size = group_size  # clients trained together at most (None: all of them)
+        self.eval_inputs = InputCache()  # the clients' test inputs, prepared once (see _evaluate)
         if self.device.type == "cuda" and not torch.cuda.is_available():
             raise UserError(f"device {device!r} was asked for but CUDA is not available; use --device cpu")
 
@@ -126,4 +127,4 @@ class BatchedExecutor:
 
     def evaluate(self, target: Target, deployed: list[State], datas: list[LocalData]) -> list[float]:
         """Local test accuracy of every client, clients with alike models evaluated together."""
-        return evaluate_clients(target, deployed, datas, self.device)
+        return evaluate_clients(target, deployed, datas, self.device, self.eval_inputs)
