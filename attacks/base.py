@@ -93,6 +93,16 @@ class Scored:
     tensors: dict[str, dict[str, torch.Tensor]] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class AttackCall:
+    """One attack on one model: the adversary's inputs, the scorer's truth, where it is saved."""
+
+    adv: Adversary
+    truth: GroundTruth
+    path: Path
+    context: ResultContext
+
+
 class Attack:
     """Base class: set `name`, `requires`, `Settings`, `metrics`; write `run` (guess), `score` (judge)."""
 
@@ -118,6 +128,18 @@ class Attack:
         """Make the attack's guesses from the adversary's inputs only."""
         raise NotImplementedError
 
+    def run_many(self, advs: list[Adversary], gens: list[torch.Generator]) -> list[Any]:
+        """Guesses for several adversaries, a `NotApplicable` in place of any that cannot be
+        attacked. An attack whose optimisation stacks across victims' models (model inversion)
+        overrides it; a batched evaluation then hands it every victim of a federation at once."""
+        out: list[Any] = []
+        for adv, gen in zip(advs, gens):
+            try:
+                out.append(self.run(adv, gen))
+            except NotApplicable as exc:
+                out.append(exc)
+        return out
+
     def score(self, guesses: Any, truth: GroundTruth) -> Scored:
         """Judge the guesses against the ground truth (the only place truth is read)."""
         raise NotImplementedError
@@ -125,24 +147,37 @@ class Attack:
     @final
     def __call__(self, adv: Adversary, truth: GroundTruth, seed: int, result_path: Path,
                  context: ResultContext) -> AttackResult:
-        self.check(adv, truth)
+        return self.call_many([AttackCall(adv, truth, result_path, context)], seed)[0]
+
+    @final
+    def call_many(self, calls: list[AttackCall], seed: int) -> list[AttackResult]:
+        """Every call's guesses in one `run_many` (the adversary's side: no ground truth in
+        reach), then each scored. A result's seconds are its share of the guessing, its own
+        scoring and its model's reconstruction."""
+        for call in calls:
+            self.check(call.adv, call.truth)
         started = time.perf_counter()
-        gen = generator(seed, f"attack:{self.name}", adv.view.victim)
-        try:
-            guesses = self.run(adv, gen)  # the adversary's side: no ground truth in reach
-        except NotApplicable as exc:
-            return self._result(adv, seed, context, applicable=False, note=str(exc))
-        scored = self.score(guesses, truth)  # the scorer's side, after the guesses are made
-        rec_score = adv.reconstructor.strategy.score(adv.view.target, adv.model, truth.private,
-                                                     truth.deployed)
-        seconds = time.perf_counter() - started + context.reconstruction_seconds
+        gens = [generator(seed, f"attack:{self.name}", call.adv.view.victim) for call in calls]
+        guesses = self.run_many([call.adv for call in calls], gens)
+        share = (time.perf_counter() - started) / max(len(calls), 1)
+        return [self._scored_result(call, g, seed, share) for call, g in zip(calls, guesses)]
+
+    def _scored_result(self, call: AttackCall, guesses: Any, seed: int, guess_seconds: float) -> AttackResult:
+        adv, context = call.adv, call.context
+        if isinstance(guesses, NotApplicable):
+            return self._result(adv, seed, context, applicable=False, note=str(guesses))
+        started = time.perf_counter()
+        scored = self.score(guesses, call.truth)  # the scorer's side, after the guesses are made
+        rec_score = adv.reconstructor.strategy.score(adv.view.target, adv.model, call.truth.private,
+                                                     call.truth.deployed)
+        seconds = guess_seconds + time.perf_counter() - started + context.reconstruction_seconds
         note = "upper bound: a model the victim held, private state included" if adv.view.upper_bound else ""
         result = self._result(adv, seed, context, seconds=round(seconds, 3), metrics=scored.metrics,
                               curves=scored.curves, baselines=scored.baselines, note=note,
                               extra={**context.extra(), **scored.extra,
                                      "reconstruction": {"strategy": adv.model.strategy,
                                                         "details": adv.model.details, "score": rec_score}})
-        result.artifacts = save_artifacts(scored, result_path)
+        result.artifacts = save_artifacts(scored, call.path)
         return result
 
     def _result(self, adv: Adversary, seed: int, context: ResultContext, **fields: Any) -> AttackResult:

@@ -24,13 +24,14 @@ from fedattack.atomic import staging_dir
 from fedattack.attacks import truth as truth_mod
 from fedattack.attacks.base import Adversary, Attack, ResultContext
 from fedattack.attacks.data import Pools, split_pools
+from fedattack.attacks.deferred import Deferred, deferrable, finish_deferred
 from fedattack.attacks.eval_classifier import eval_classifier
 from fedattack.attacks.reconstruction.base import RECONSTRUCTIONS, Reconstructor, resolve
 from fedattack.attacks.request import build_attacks, names, parse_victims
 from fedattack.attacks.summary import write_summary
 from fedattack.attacks.threat_models.base import RunFacts, ThreatModel
 from fedattack.attacks.truth import GroundTruth
-from fedattack.attacks.upper_bound import attack_strongest
+from fedattack.attacks.upper_bound import attack_strongest, held_calls
 from fedattack.attacks.view import Knowledge, Observation
 from fedattack.data import load_dataset
 from fedattack.data.types import Dataset, DatasetMissing
@@ -114,7 +115,7 @@ def _evaluate_into(fed: Federation, spec: EvaluationSpec, out: Path, data_root: 
     base = ResultContext(run=run_info(fed), pools=pools.sizes(), max_queries=spec.max_queries,
                          executor=spec.executor, reconstruction_request=spec.reconstruction,
                          threat_model={}, knowledge={})
-    written: list[Path] = []
+    pending: list[Path | Deferred] = []
     bar = tqdm(total=len(chosen) * len(threats) * len(attacks), desc="evaluate", unit="attack",
                disable=not progress, leave=False)
     for victim in chosen:
@@ -124,7 +125,8 @@ def _evaluate_into(fed: Federation, spec: EvaluationSpec, out: Path, data_root: 
             known = knowledge.as_known_by(tm.knows)
             ctx = replace(base, threat_model=tm.describe(victim, facts), knowledge=known.describe())
             case = VictimCase(fed, target, tm, victim, known, truth, facts)
-            written += attack_victim(case, attacks, spec, out, ctx, bar)
+            pending += attack_victim(case, attacks, spec, out, ctx, bar)
+    written = finish_deferred(pending, spec.seed, bar)
     bar.close()
     write_summary(out / "summary.json", written)
     return written
@@ -176,7 +178,7 @@ def shared_truth(fed: Federation, target: Target, dataset: Dataset, pools: Pools
 
 
 def attack_victim(case: VictimCase, attacks: list[Attack], spec: EvaluationSpec, out: Path,
-                  ctx: ResultContext, bar: tqdm) -> list[Path]:
+                  ctx: ResultContext, bar: tqdm) -> list[Path | Deferred]:
     """Every attack on one victim under one threat model, for each reconstruction strategy."""
     tm, victim, target = case.tm, case.victim, case.target
     view = tm.view(case.fed, victim, case.facts)
@@ -190,7 +192,7 @@ def attack_victim(case: VictimCase, attacks: list[Attack], spec: EvaluationSpec,
                 f"observes ({', '.join(sorted(obs.parts())) or 'nothing'} of round {obs.round})")
         return [skip(a, case, spec.seed, out, ctx, note, bar) for a in attacks]
     bar.total += len(attacks) * (len(strategies) - 1)
-    written: list[Path] = []
+    written: list[Path | Deferred] = []
     trained: dict[tuple[object, ...], list[Observation]] = {}  # shadows shared by every strategy
     for strategy in strategies:
         started = time.perf_counter()
@@ -209,8 +211,11 @@ def attack_victim(case: VictimCase, attacks: list[Attack], spec: EvaluationSpec,
         sctx = replace(ctx, reconstruction=strategy.name, observation=seen,
                        reconstruction_seconds=time.perf_counter() - started)
         for attack in attacks:
-            bar.set_postfix_str(f"victim {victim} {tm.name} {strategy.name} {attack.name}")
             path = out / f"{attack.name}-{tm.name}-{strategy.name}-victim{victim}.json"
+            if deferrable(attack, spec.executor):  # run with every victim's after the loop
+                written.append(Deferred(attack, held_calls(adv, case.truth, path, sctx), path))
+                continue
+            bar.set_postfix_str(f"victim {victim} {tm.name} {strategy.name} {attack.name}")
             written.append(attack_strongest(attack, adv, case.truth, spec.seed, path, sctx).save(path))
             bar.update()
     return written

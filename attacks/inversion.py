@@ -17,6 +17,7 @@ as `psnr_all_classes` and `attack_accuracy_all_classes`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -83,6 +84,28 @@ class Inversion(Attack):
         check_differentiable(target, adv.model.params, x0)
         return invert(target, adv.model.params, x0, s)
 
+    def run_many(self, advs: list[Adversary], gens: list[torch.Generator]) -> list[Any]:
+        """Every adversary's inversion, alike models (`stack_key`) in one `invert_many` (a lone
+        model through `invert`, as one at a time)."""
+        out: list[Any] = [None] * len(advs)
+        groups: dict[tuple, list[tuple[int, torch.Tensor]]] = {}
+        for i, adv in enumerate(advs):
+            x0 = self.start(adv.view.target, adv.knowledge.aux.x)
+            try:
+                check_differentiable(adv.view.target, adv.model.params, x0)
+            except NotApplicable as exc:
+                out[i] = exc
+                continue
+            groups.setdefault(stack_key(adv, x0), []).append((i, x0))
+        for members in groups.values():
+            target = advs[members[0][0]].view.target
+            params = [advs[i].model.params for i, _ in members]
+            found = (invert_many(target, params, [x0 for _, x0 in members], self.settings)
+                     if len(members) > 1 else [invert(target, params[0], members[0][1], self.settings)])
+            for (i, _), guesses in zip(members, found):
+                out[i] = guesses
+        return out
+
     def start(self, target: Target, aux_x: torch.Tensor) -> torch.Tensor:
         shape = (target.num_classes, *aux_x.shape[1:])
         if self.settings.init == "zeros":
@@ -112,6 +135,15 @@ class Inversion(Attack):
         tensors = {"reconstructions": {"images": recs, "confidence": torch.tensor(guesses.confidence)}}
         return Scored(metrics=metrics, extra=extra, images={"inversion": recs, "class_means": mean_row},
                       tensors=tensors)
+
+
+def stack_key(adv: Adversary, x0: torch.Tensor) -> tuple:
+    """Models that one `invert_many` can hold: each view builds its own target, so alike means
+    the same kind of target, input normalisation and parameter shapes, not the same object."""
+    target = adv.view.target
+    norm = target.ctx.normalization
+    return (type(target), target.name, None if norm is None else repr(norm.to_json()),
+            tuple((k, tuple(v.shape), v.dtype) for k, v in adv.model.params.items()), tuple(x0.shape))
 
 
 def check_differentiable(target: Target, params: State, x0: torch.Tensor) -> None:

@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from fedattack.attacks.base import Adversary, Attack, ResultContext
+from fedattack.attacks.base import Adversary, Attack, AttackCall, ResultContext
 from fedattack.attacks.truth import GroundTruth
 from fedattack.results import AttackResult, Metric
 
@@ -24,15 +24,27 @@ from fedattack.results import AttackResult, Metric
 def attack_strongest(attack: Attack, adv: Adversary, truth: GroundTruth, seed: int, path: Path,
                      ctx: ResultContext) -> AttackResult:
     """`attack` on the adversary's model, or, for an upper bound, on each held model, combined."""
+    named = held_calls(adv, truth, path, ctx)
+    return combine({name: attack(c.adv, c.truth, seed, c.path, c.context) for name, c in named})
+
+
+def held_calls(adv: Adversary, truth: GroundTruth, path: Path, ctx: ResultContext) -> list[tuple[str, AttackCall]]:
+    """The attack's calls: one on the adversary's model, or, for an upper bound, one per model
+    the victim held (each rebuilt by the adversary's strategy, its artifacts named after it)."""
     if len(adv.view.held) < 2:
-        return attack(adv, truth, seed, path, ctx)
-    results = {}
+        return [("", AttackCall(adv, truth, path, ctx))]
+    calls = []
     for name, params in adv.view.held.items():
         obs = replace(adv.obs, deployed=params)
         held_adv = replace(adv, obs=obs, model=adv.reconstructor(obs, key=0))
         artifacts = path.with_name(f"{path.stem}-{name.split(' ')[0]}{path.suffix}")
-        results[name] = attack(held_adv, truth, seed, artifacts, ctx)
-    return strongest(results)
+        calls.append((name, AttackCall(held_adv, truth, artifacts, ctx)))
+    return calls
+
+
+def combine(results: dict[str, AttackResult]) -> AttackResult:
+    """The one result of `held_calls`' calls: the lone call's, or the strongest of the held models'."""
+    return results[""] if "" in results else strongest(results)
 
 
 def strongest(results: dict[str, AttackResult]) -> AttackResult:
