@@ -98,8 +98,10 @@ def _attack_table(attack: str, results: list[LoadedResult], baseline: str | None
         return r.result.baselines.get(baseline, {}) if baseline else r.result.metrics
 
     buckets: dict[tuple[str, ...], list[LoadedResult]] = defaultdict(list)
+    several = len({r.run.partition for r in results}) > 1  # then the data column names the partition
     for r in results:
-        buckets[(r.run.dataset, r.run.label, threat_label(r), r.result.reconstruction)].append(r)
+        data = f"{r.run.dataset} ({r.run.partition})" if several else r.run.dataset
+        buckets[(data, r.run.label, threat_label(r), r.result.reconstruction)].append(r)
     names = {m for r in results if r.result.applicable for m in metrics_of(r)}
     known = metric_info.declared(r.result.declared() for r in results)
     metrics = metric_info.order(names, "attack", known)

@@ -37,6 +37,7 @@ class RunInfo:
     variant: str = ""  # hyperparameters that differ from the method's defaults, "k=v, ..."
     recipe: dict[str, Any] = field(default_factory=dict)  # local training: epochs, batch size, lr
     partition_options: dict[str, Any] = field(default_factory=dict)
+    setting: str = ""  # recipe values that differ among this method's runs ("epochs=5"), also in the label
 
     @property
     def label(self) -> str:
@@ -115,6 +116,7 @@ def _separate_settings(runs: list[RunInfo]) -> None:
                 extra = ", ".join(f"{k}={v.get(k)}" for k in differing)
                 if extra and field_name == "recipe":
                     run.variant = f"{run.variant}, {extra}" if run.variant else extra
+                    run.setting = extra
                 elif extra:
                     run.partition = f"{run.partition}{VARIANT_OPEN}{extra}]"
 

@@ -1,6 +1,6 @@
 """The report's verdict: which method leaks more, under which threat model, by how much, how sure.
 
-For each (dataset, attack, threat model) the methods are ranked by leakage on
+For each (dataset, partition, training setting, attack, threat model) the methods are ranked by leakage on
 the attack's headline metric, each with a 95% bootstrap interval over victims and seeds
 (`intervals.py`), and compared with a reference method (FedAvg unless told otherwise). Which
 metric is the headline, which direction means more leakage and what chance is come from the
@@ -66,6 +66,14 @@ class Group:
     entries: list[Entry]               # ranked, most leakage first
     reference: str | None              # the reference method's label, where the group has it
     asked: str = REFERENCE             # the reference the reader asked for
+    partition: str = ""
+    setting: str = ""                  # the training setting every entry shares ("epochs=5"), if set
+    scope: str = ""                    # partition and setting, where the report has several
+
+    @property
+    def data(self) -> str:
+        """The data the group's methods were attacked on, as the report names it."""
+        return f"{self.dataset} ({self.scope})" if self.scope else self.dataset
 
     @property
     def primary(self) -> Reading:
@@ -117,12 +125,13 @@ def require_reference(results: list[LoadedResult], reference: str) -> None:
 
 def build_groups(results: list[LoadedResult], reference: str = REFERENCE) -> list[Group]:
     """Every comparison group, methods ranked, intervals, differences and flags filled in."""
-    buckets: dict[tuple[str, str, str], list[LoadedResult]] = defaultdict(list)
+    buckets: dict[tuple[str, str, str, str, str], list[LoadedResult]] = defaultdict(list)
     for r in results:
         if r.result.applicable:  # reconstructions differ by method (uplink, factors), so they do not split groups
-            buckets[(r.result.attack, r.run.dataset, threat_label(r))].append(r)
+            buckets[(r.result.attack, r.run.dataset, r.run.partition, r.run.setting, threat_label(r))].append(r)
     groups = []
-    for (attack, dataset, threat), members in sorted(buckets.items(), key=lambda kv: _order(kv[0])):
+    for (attack, dataset, partition, setting, threat), members in sorted(buckets.items(),
+                                                                        key=lambda kv: _order(kv[0])):
         declared = merged(r.result for r in members)
         keys = headlines(attack, {m for r in members for m in r.result.metrics}, declared)
         if not keys:
@@ -131,17 +140,27 @@ def build_groups(results: list[LoadedResult], reference: str = REFERENCE) -> lis
         recons = {e.reconstruction for e in entries}
         group = Group(attack, dataset, threat, recons.pop() if len(recons) == 1 else "",
                       [reading(k, declared) for k in keys], entries,
-                      _pick_reference((e.method for e in entries), reference), reference)
+                      _pick_reference((e.method for e in entries), reference), reference, partition, setting)
         _rank(group)
         _compare(group)
         groups.append(group)
+    _name_scopes(groups)
     return groups
 
 
-def _order(key: tuple[str, str, str]) -> tuple[object, ...]:
+def _name_scopes(groups: list[Group]) -> None:
+    """Groups are per partition and training setting: methods are compared, and victims paired,
+    only on the same data and recipe (a grid over local epochs is one verdict per epoch count).
+    Where the report holds several, each group's title names its own."""
+    several = len({g.partition for g in groups}) > 1
+    for g in groups:
+        g.scope = ", ".join(p for p in (g.partition if several else "", g.setting) if p)
+
+
+def _order(key: tuple[str, str, str, str, str]) -> tuple[object, ...]:
     """Realistic adversaries before the oracle's upper bound, as in the detail tables."""
-    attack, dataset, threat = key
-    return (dataset, attack, "upper bound" in threat, threat)
+    attack, dataset, partition, setting, threat = key
+    return (dataset, partition, setting, attack, "upper bound" in threat, threat)
 
 
 def _entries(members: list[LoadedResult], metrics: list[str]) -> list[Entry]:

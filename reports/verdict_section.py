@@ -43,7 +43,7 @@ def _where(g: Group) -> str:
     if g.reconstruction not in ("none", ""):
         extra = f"reconstruction {g.reconstruction}"
         threat = f"{threat[:-1]}, {extra})" if threat.endswith(")") else f"{threat} ({extra})"
-    return f"{_capital(g.attack)} on {g.dataset}, {threat}"
+    return f"{_capital(g.attack)} on {g.data}, {threat}"
 
 
 def lead(g: Group) -> str:
@@ -164,7 +164,7 @@ def tables(groups: list[Group], reference: str) -> list[Table]:
     by_attack: dict[str, list[Group]] = {}
     for g in groups:
         by_attack.setdefault(g.attack, []).append(g)
-    one_dataset = len({g.dataset for g in groups}) == 1  # then the column says nothing
+    one_dataset = len({g.data for g in groups}) == 1  # then the column says nothing
     out = []
     for attack, gs in by_attack.items():
         first = gs[0]
@@ -184,7 +184,7 @@ def tables(groups: list[Group], reference: str) -> list[Table]:
                                  else "reference" if e.method == g.reference else "—")
                 cells["flag"] = "; ".join(f.split(" (")[0] for f in e.flags)  # reasons: in the lead
                 key = (g.threat, str(rank), e.method, e.reconstruction)
-                table.rows.append(Row(key if one_dataset else (g.dataset, *key), cells,
+                table.rows.append(Row(key if one_dataset else (g.data, *key), cells,
                                       n=e.stats[g.primary.key].n))
         out.append(table)
     return out
@@ -202,7 +202,7 @@ def write_csv(groups: list[Group], path: Path) -> None:
                 for m in g.metrics:
                     s = e.stats[m.key]
                     d = e.diff.interval if e.diff and m == g.primary else None
-                    out.writerow([g.dataset, g.threat, g.attack, e.reconstruction, rank, e.method, m.key, s.mean, s.low,
+                    out.writerow([g.data, g.threat, g.attack, e.reconstruction, rank, e.method, m.key, s.mean, s.low,
                                   s.high, s.n, *(("", "", "") if d is None else (d.mean, d.low, d.high)),
                                   "" if d is None else e.diff.paired if e.diff else "", e.measurable(m),
                                   "; ".join(e.flags)])

@@ -192,3 +192,33 @@ def test_error_bars_stop_at_the_metric_range() -> None:
     assert (low, high) == (10.0, 4.0)
     (low,), (high,) = clipped_error(Stat(3.0, 10.0, 4), (0.0, 100.0))
     assert (low, high) == (3.0, 10.0)
+
+
+def _on(results: list[LoadedResult], partition: str = "iid", setting: str = "") -> list[LoadedResult]:
+    for r in results:
+        r.run = RunInfo(method=r.run.method, dataset=r.run.dataset, partition=partition, seed=r.run.seed,
+                        variant=setting, setting=setting)
+    return results
+
+
+def test_partitions_and_settings_are_separate_verdicts_with_every_victim_kept() -> None:
+    """The same seeds and victims on two partitions (or at two local-epoch counts) are different
+    audits: pooled, one partition's numbers overwrote the other's under the same victim."""
+    shards = _on(audit({"fedavg": 0.8, "waffle-ibp": 0.6}), "shards")
+    multi = _on(audit({"fedavg": 0.6, "waffle-ibp": 0.8}, rng_seed=1), "multimodal")
+    groups = build_groups(shards + multi)
+    assert sorted(g.scope for g in groups) == ["multimodal", "shards"]
+    for g in groups:
+        assert all(e.stats["auc"].n == 6 for e in g.entries)
+        fedavg = g.entry("fedavg")
+        assert fedavg is not None and fedavg.stats["auc"].mean == pytest.approx(0.8 if g.partition == "shards" else 0.6,
+                                                                             abs=0.05)
+    assert any("on digits (shards)" in s for s in sentences(groups))
+    epochs = [_on(audit({"fedavg": m, "waffle-ibp": 0.55}, rng_seed=e), setting=f"epochs={e}")
+              for e, m in ((1, 0.52), (20, 0.9))]
+    by_setting = {g.setting: g for g in build_groups(epochs[0] + epochs[1])}
+    assert set(by_setting) == {"epochs=1", "epochs=20"}
+    high = by_setting["epochs=20"]
+    assert high.reference == "fedavg [epochs=20]"  # each setting compared with its own reference
+    waffle = high.entry("waffle-ibp [epochs=20]")
+    assert waffle is not None and waffle.diff is not None and waffle.diff.interval.high < 0
