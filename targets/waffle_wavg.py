@@ -70,7 +70,10 @@ class WaffleHyper(ControlHyper):
     mean of the agents' control variates, which the server adds up from their dc uplinks; the
     two agree for SCAFFOLD's equal weights, and differ once the weights change between rounds).
     zero_weight: what an agent at weight 0 does with its control variate, keep (updates it, the
-    literal reading), freeze or reset (see the module docstring)."""
+    literal reading), freeze or reset (see the module docstring). zero_below: under freeze or
+    reset, an agent counts as at weight 0 when its mean weight over the last `smoothing` rounds
+    is at most this (0: exactly 0); agents that alternate with others at the largest distance
+    get tiny weights now and then, and their control variates drift as a zero-weight agent's."""
 
     alice: int = 0
     delta_omega: float = 3.2
@@ -79,6 +82,7 @@ class WaffleHyper(ControlHyper):
     smoothing: int = 3
     control: str = "increments"
     zero_weight: str = "keep"
+    zero_below: float = 0.0
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -86,6 +90,8 @@ class WaffleHyper(ControlHyper):
             raise UserError(f"waffle-wavg zero_weight={self.zero_weight!r}: use keep, freeze or reset")
         if self.control not in {"increments", "variates"}:
             raise UserError(f"waffle-wavg control={self.control!r}: use increments or variates")
+        if not 0 <= self.zero_below < 1:
+            raise UserError(f"waffle-wavg zero_below={self.zero_below}: use a weight in [0, 1)")
         if self.rounds < 0 or self.smoothing < 1 or not 0 <= self.local_fraction <= 1:
             raise UserError("waffle-wavg needs rounds >= 0 (0: the federation's), smoothing >= 1 "
                             "and 0 <= local_fraction <= 1")
@@ -158,9 +164,14 @@ class Waffle(ControlVariateTarget):
         return down
 
     def weight_is_zero(self, server: State, client: int) -> bool:
-        """Whether the agent's smoothed weight over the last rounds is 0 (none before round 2)."""
-        history = server[HISTORY]
-        return len(history) > 0 and float(history[-self.hyper.smoothing:, client].sum()) == 0.0
+        """Whether the agent's smoothed weight over the last rounds is 0, or at most `zero_below`
+        (none before round 2)."""
+        recent = server[HISTORY][-self.hyper.smoothing:, client]
+        if len(recent) == 0:
+            return False
+        if self.hyper.zero_below == 0.0:
+            return float(recent.sum()) == 0.0
+        return float(recent.mean()) <= self.hyper.zero_below
 
     def control_mode(self, down: Payload) -> str:
         if ZERO in down and float(down[ZERO][0]) == 1.0:

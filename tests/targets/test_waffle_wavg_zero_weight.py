@@ -101,3 +101,17 @@ def test_a_frozen_federation_runs_and_flags_only_zero_weight_agents() -> None:
     for m in messages:
         if m.kind == "uplink" and flags[(m.round, m.sender)] == 1.0:
             assert all(float(v.abs().max()) == 0.0 for k, v in m.payload.items() if k.startswith("dc."))
+
+
+def test_zero_below_counts_an_agent_with_tiny_weights_as_excluded() -> None:
+    """Agent 1's weights 0.3, 0.4, 0.3, 0.2 (mean over the last three 0.3) and agent 2's 0.2, 0,
+    0, 0: exactly 0 only for the default; with zero_below the mean decides."""
+    server = _server_with_agent_2_at_zero(_target(zero_weight="freeze"))
+    server[HISTORY] = server[HISTORY].clone()
+    server[HISTORY][-1, 2] = 0.01  # a tiny weight in the last round
+    exact, below = _target(zero_weight="freeze"), _target(zero_weight="freeze", zero_below=0.02)
+    assert not exact.weight_is_zero(server, 2) and below.weight_is_zero(server, 2)
+    assert not below.weight_is_zero(server, 1)
+    assert float(below.broadcast(server, 2, 5)[ZERO][0]) == 1.0
+    with pytest.raises(UserError, match="zero_below"):
+        _target(zero_weight="freeze", zero_below=1.5)
