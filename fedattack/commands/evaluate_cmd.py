@@ -87,7 +87,8 @@ def threat_model_help() -> str:
               callback=load_plugins, expose_value=False,
               help="A .py file registering a threat model, attack or strategy (repeatable; before "
                    "--help, it shows there).")
-@click.option("--executor", default="sequential", show_default=True, help="Executor for shadow models.")
+@click.option("--executor", default="sequential", show_default=True,
+              help="Executor for shadow models; batched also inverts every victim's model at once.")
 @click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True,
               help="Torch CPU threads (1 is fastest for these small models on a shared machine).")
 @click.option("--model", "models", multiple=True, metavar="MODULE:FACTORY",
