@@ -39,6 +39,7 @@ from fedattack.evaluation import EvaluationSpec
 from fedattack.federation.claim import PidLock, refuse_dangerous
 from fedattack.federation.executors import EXECUTORS
 from fedattack.federation.rundir import Federation
+from fedattack.interrupts import terminate_as_interrupt
 from fedattack.registry import ATTACKS, THREAT_MODELS, UserError
 from fedattack.results import AttackResult, metric_table
 from fedattack.target import Target
@@ -75,7 +76,7 @@ def evaluate_run(run_dir: str | Path | Federation, spec: EvaluationSpec, out: st
     why = diverged_note(fed)
     if why and diverged == "refuse":
         raise UserError(f"{fed.path} {why}, train it again with a smaller --lr")
-    with PidLock(out.parent / f".{out.name}.lock", f"evaluating into {out}"):
+    with terminate_as_interrupt(), PidLock(out.parent / f".{out.name}.lock", f"evaluating into {out}"):
         stage = staging_dir(out)
         try:
             written = (_not_applicable_into(fed, spec, stage, why) if why

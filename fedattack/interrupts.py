@@ -41,3 +41,25 @@ def honour_interrupts() -> Iterator[None]:
             signal.signal(s, handler)
     if seen:
         raise KeyboardInterrupt
+
+
+@contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM raises `KeyboardInterrupt` while the block runs, so a scheduler's or `kill`'s stop
+    cleans up as Ctrl-C does (a run or evaluation written atomically removes its hidden partial
+    folder and lock) instead of killing the process where it stands. For library callers (a
+    user's script calling `train_federation`); the CLI sets this for the whole process. A
+    handler the caller installed is left alone, and outside the main thread nothing changes."""
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL):
+        yield
+        return
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)

@@ -21,6 +21,7 @@ from fedattack.federation.rundir import RunWriter
 from fedattack.federation.spec import FederationSpec
 from fedattack.federation.storage import write_json
 from fedattack.federation.transcript_io import TranscriptWriter
+from fedattack.interrupts import terminate_as_interrupt
 from fedattack.metrics import utility_summary
 from fedattack.models import count_parameters
 from fedattack.registry import TARGETS
@@ -51,7 +52,14 @@ def estimate_wire_bytes(target: Target, spec: FederationSpec, num_clients: int) 
 def train_federation(spec: FederationSpec, out: str | Path, data_root: str | None = None,
                      download: bool = False, overwrite: bool = False, device: str = "cpu",
                      progress: bool = True) -> Path:
-    """Train `spec` and write it to `out` atomically; returns the run directory."""
+    """Train `spec` and write it to `out` atomically; returns the run directory. A SIGTERM
+    while it trains cleans up as Ctrl-C does (`terminate_as_interrupt`)."""
+    with terminate_as_interrupt():
+        return _train_federation(spec, out, data_root, download, overwrite, device, progress)
+
+
+def _train_federation(spec: FederationSpec, out: str | Path, data_root: str | None, download: bool,
+                      overwrite: bool, device: str, progress: bool) -> Path:
     started = time.perf_counter()
     dataset = load_dataset(spec.dataset, data_root, download)
     partition = make_partition(spec.partition, dataset, spec.num_clients, spec.seed,

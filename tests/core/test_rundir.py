@@ -147,3 +147,21 @@ def test_terminated_training_cleans_up_like_ctrl_c(tmp_path: Path) -> None:
     assert job.returncode == 130, err
     assert "interrupted" in err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_terminated_training_from_a_script_cleans_up_too(tmp_path: Path) -> None:
+    """The same stop for a user's script that calls `train_federation`, with no CLI around it."""
+    script = ("from fedattack.federation.train import train_federation\n"
+              "from tests.conftest import tiny_spec\n"
+              f"train_federation(tiny_spec(rounds=100000, record='none'), {str(tmp_path / 'run')!r}, "
+              "progress=False)\n")
+    job = subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE, text=True,
+                           cwd=Path(__file__).resolve().parents[2])
+    deadline = time.monotonic() + 120
+    while not any(p.name.startswith(".run.partial-") for p in tmp_path.iterdir()):
+        assert job.poll() is None and time.monotonic() < deadline, "training never started"
+        time.sleep(0.2)
+    job.send_signal(signal.SIGTERM)
+    _, err = job.communicate(timeout=120)
+    assert job.returncode != 0 and "KeyboardInterrupt" in err, err
+    assert list(tmp_path.iterdir()) == []
