@@ -99,14 +99,22 @@ def test_fused_federation_equals_vmap_path_and_sequential(hyper: dict[str, objec
 
 
 def test_fused_step_is_deterministic_and_independent_of_grouping() -> None:
-    """Bit for bit across runs and whether clients train in one stack or in groups (as they
-    do side by side in threads when torch has two)."""
+    """Bit for bit across runs; whether clients train in one stack or in groups (as they do side
+    by side in threads when torch has two), bit for bit on AVX2 CPUs and within a few float32
+    ulps on AVX-512 ones, where torch's batched products take other kernels for other stack
+    sizes (measured: one client's selection logits 3e-8 apart)."""
     target = build("waffle-ibp", {"recipe": "ibp-wf", "temperature_start": 5.0}, recipe=RECIPE)
     runs = [_train(BatchedExecutor(), target, rounds=1), _train(BatchedExecutor(), target, rounds=1),
             _train(BatchedExecutor(group_size=2), target, rounds=1)]
-    for other in runs[1:]:
-        for a, b in zip(runs[0], other):
-            assert all(torch.equal(a[k], b[k]) for k in a)
+    for a, b in zip(runs[0], runs[1]):
+        assert all(torch.equal(a[k], b[k]) for k in a)
+    exact = torch.backends.cpu.get_cpu_capability() != "AVX512"
+    for a, b in zip(runs[0], runs[2]):
+        for k in a:
+            if exact:
+                assert torch.equal(a[k], b[k]), k
+            else:
+                torch.testing.assert_close(a[k], b[k], atol=1e-6, rtol=1e-6, msg=k)
 
 
 def test_selection_parameters_on_different_optimisers_leave_the_fused_step() -> None:
