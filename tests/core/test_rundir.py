@@ -133,17 +133,22 @@ def test_existing_output_is_not_overwritten_without_asking(fedavg_run: Path) -> 
         train_federation(tiny_spec(), fedavg_run, progress=False)
 
 
+def _terminate_once_training(job: subprocess.Popen, folder: Path) -> str:
+    """SIGTERM the job as soon as its hidden partial run folder exists; its stderr."""
+    deadline = time.monotonic() + 120
+    while not any(p.name.startswith(".run.partial-") for p in folder.iterdir()):
+        assert job.poll() is None and time.monotonic() < deadline, "training never started"
+        time.sleep(0.2)
+    job.send_signal(signal.SIGTERM)
+    return job.communicate(timeout=120)[1]
+
+
 def test_terminated_training_cleans_up_like_ctrl_c(tmp_path: Path) -> None:
     """A batch scheduler stops jobs with SIGTERM; that must not strand a partial run directory."""
     command = [sys.executable, "-c", "from fedattack.cli import main; main()", "train",
                "--dataset", "digits", "--rounds", "100000", "--quiet", "--out", str(tmp_path / "run")]
     job = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while not any(p.name.startswith(".run.partial-") for p in tmp_path.iterdir()):
-        assert job.poll() is None and time.monotonic() < deadline, "training never started"
-        time.sleep(0.2)
-    job.send_signal(signal.SIGTERM)
-    _, err = job.communicate(timeout=120)
+    err = _terminate_once_training(job, tmp_path)
     assert job.returncode == 130, err
     assert "interrupted" in err
     assert list(tmp_path.iterdir()) == []
@@ -157,11 +162,6 @@ def test_terminated_training_from_a_script_cleans_up_too(tmp_path: Path) -> None
               "progress=False)\n")
     job = subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE, text=True,
                            cwd=Path(__file__).resolve().parents[2])
-    deadline = time.monotonic() + 120
-    while not any(p.name.startswith(".run.partial-") for p in tmp_path.iterdir()):
-        assert job.poll() is None and time.monotonic() < deadline, "training never started"
-        time.sleep(0.2)
-    job.send_signal(signal.SIGTERM)
-    _, err = job.communicate(timeout=120)
+    err = _terminate_once_training(job, tmp_path)
     assert job.returncode != 0 and "KeyboardInterrupt" in err, err
     assert list(tmp_path.iterdir()) == []
