@@ -27,6 +27,7 @@ from fedattack.experiments.plan import FederationJob, plan
 from fedattack.experiments.runner import is_complete_run, run_dir
 from fedattack.experiments.spec import load
 from fedattack.federation.train import train_federation
+from fedattack.interrupts import raise_interrupt
 
 
 def next_job(args: argparse.Namespace) -> FederationJob | None:
@@ -40,12 +41,6 @@ def next_job(args: argparse.Namespace) -> FederationJob | None:
     return None
 
 
-def stop_cleanly(signum: int, frame: object) -> None:
-    """SIGTERM (a `kill`, a scheduler) cleans up the federation in training as Ctrl-C does, as
-    the CLI's SIGTERM does: without it the process dies and leaves its hidden partial folder."""
-    raise KeyboardInterrupt
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("experiment", type=Path)
@@ -56,7 +51,8 @@ def main() -> None:
     parser.add_argument("--data-root", default=None)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    signal.signal(signal.SIGTERM, stop_cleanly)
+    # SIGTERM (a `kill`, a scheduler) cleans up the federation in training as Ctrl-C does
+    signal.signal(signal.SIGTERM, raise_interrupt)
     while (fed := next_job(args)) is not None:
         path = run_dir(args.out, fed)
         t0 = time.perf_counter()

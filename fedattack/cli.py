@@ -14,11 +14,11 @@ import importlib
 import pkgutil
 import signal
 import sys
-from types import FrameType
 
 import click
 
 import fedattack.commands
+from fedattack.interrupts import raise_interrupt
 from fedattack.registry import UserError
 
 DEBUG = "--debug"
@@ -42,13 +42,8 @@ def _add_commands() -> None:
 _add_commands()
 
 
-def _interrupt_on_terminate(signum: int, frame: FrameType | None) -> None:
-    """A scheduler's or `kill`'s SIGTERM should clean up like Ctrl-C, not leave a partial run."""
-    raise KeyboardInterrupt
-
-
 def main() -> None:
-    signal.signal(signal.SIGTERM, _interrupt_on_terminate)
+    signal.signal(signal.SIGTERM, raise_interrupt)  # clean up like Ctrl-C, not leave a partial run
     try:
         cli.main(standalone_mode=False)
     except UserError as exc:

@@ -43,6 +43,12 @@ def honour_interrupts() -> Iterator[None]:
         raise KeyboardInterrupt
 
 
+def raise_interrupt(signum: int, frame: FrameType | None) -> None:
+    """A signal handler that stops as Ctrl-C does: a scheduler's or `kill`'s SIGTERM then cleans
+    up (atomic writes remove their hidden partial folders and locks) instead of killing."""
+    raise KeyboardInterrupt
+
+
 @contextmanager
 def terminate_as_interrupt() -> Iterator[None]:
     """SIGTERM raises `KeyboardInterrupt` while the block runs, so a scheduler's or `kill`'s stop
@@ -55,10 +61,7 @@ def terminate_as_interrupt() -> Iterator[None]:
         yield
         return
 
-    def interrupt(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, interrupt)
+    signal.signal(signal.SIGTERM, raise_interrupt)
     try:
         yield
     finally:
