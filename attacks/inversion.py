@@ -79,10 +79,10 @@ class Inversion(Attack):
     fast_settings = {"steps": 5}
 
     def run(self, adv: Adversary, gen: torch.Generator) -> InversionGuesses:
-        target, s = adv.view.target, self.settings
-        x0 = self.start(target, adv.knowledge.aux.x)
-        check_differentiable(target, adv.model.params, x0)
-        return invert(target, adv.model.params, x0, s)
+        guesses = self.run_many([adv], [gen])[0]  # one model: `invert`, as it always was
+        if isinstance(guesses, NotApplicable):
+            raise guesses
+        return guesses
 
     def run_many(self, advs: list[Adversary], gens: list[torch.Generator]) -> list[Any]:
         """Every adversary's inversion, alike models (`stack_key`) in one `invert_many` (a lone
