@@ -166,12 +166,8 @@ class Waffle(ControlVariateTarget):
     def weight_is_zero(self, server: State, client: int) -> bool:
         """Whether the agent's smoothed weight over the last rounds is 0, or at most `zero_below`
         (none before round 2)."""
-        recent = server[HISTORY][-self.hyper.smoothing:, client]
-        if len(recent) == 0:
-            return False
-        if self.hyper.zero_below == 0.0:
-            return float(recent.sum()) == 0.0
-        return float(recent.mean()) <= self.hyper.zero_below
+        recent = server[HISTORY][-self.hyper.smoothing:, client]  # weights are >= 0: mean 0 iff all 0
+        return len(recent) > 0 and float(recent.mean()) <= self.hyper.zero_below
 
     def control_mode(self, down: Payload) -> str:
         if ZERO in down and float(down[ZERO][0]) == 1.0:
