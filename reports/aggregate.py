@@ -98,10 +98,9 @@ def _attack_table(attack: str, results: list[LoadedResult], baseline: str | None
         return r.result.baselines.get(baseline, {}) if baseline else r.result.metrics
 
     buckets: dict[tuple[str, ...], list[LoadedResult]] = defaultdict(list)
-    several = len({r.run.partition for r in results}) > 1  # then the data column names the partition
+    several = several_partitions(results)
     for r in results:
-        data = f"{r.run.dataset} ({r.run.partition})" if several else r.run.dataset
-        buckets[(data, r.run.label, threat_label(r), r.result.reconstruction)].append(r)
+        buckets[row_key(r, several)].append(r)
     names = {m for r in results if r.result.applicable for m in metrics_of(r)}
     known = metric_info.declared(r.result.declared() for r in results)
     metrics = metric_info.order(names, "attack", known)
@@ -120,6 +119,21 @@ def _attack_table(attack: str, results: list[LoadedResult], baseline: str | None
         note = ("not applicable: " + "; ".join(notes)) if notes else ("not applicable" if not live else "")
         table.rows.append(Row(key, cells, n=len(live), note=note))
     return table
+
+
+def several_partitions(results: list[LoadedResult]) -> bool:
+    """Whether the results span partitions: then rows and figures name each one's partition."""
+    return len({r.run.partition for r in results}) > 1
+
+
+def data_name(r: LoadedResult, several: bool) -> str:
+    """The data a result was attacked on, as rows and figures name it."""
+    return f"{r.run.dataset} ({r.run.partition})" if several else r.run.dataset
+
+
+def row_key(r: LoadedResult, several: bool) -> tuple[str, ...]:
+    """The detail-table row a result belongs to (data, method, threat model, reconstruction)."""
+    return (data_name(r, several), r.run.label, threat_label(r), r.result.reconstruction)
 
 
 def _row_order(key: tuple[str, ...]) -> tuple[object, ...]:

@@ -20,7 +20,14 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from fedattack.reports import metric_info  # noqa: E402
-from fedattack.reports.aggregate import Stat, Table, threat_label  # noqa: E402
+from fedattack.reports.aggregate import (  # noqa: E402
+    Stat,
+    Table,
+    data_name,
+    row_key,
+    several_partitions,
+    threat_label,
+)
 from fedattack.reports.collect import LoadedResult  # noqa: E402
 from fedattack.reports.leakage import merged, reading  # noqa: E402
 
@@ -89,10 +96,11 @@ def _monotone(fpr: np.ndarray, tpr: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 
 def roc_figures(results: list[LoadedResult], out: Path) -> FigureList:
     groups: dict[tuple[str, str, str], dict[str, list[LoadedResult]]] = defaultdict(lambda: defaultdict(list))
+    several = several_partitions(results)  # one figure per partition, not their ROCs averaged
     for r in results:
         if "roc_fpr" in r.result.curves:
             label = r.run.label + ("" if r.result.reconstruction in ("none", "") else f" / {r.result.reconstruction}")
-            groups[(r.result.attack, r.run.dataset, threat_label(r))][label].append(r)
+            groups[(r.result.attack, data_name(r, several), threat_label(r))][label].append(r)
     figures: FigureList = []
     for (attack, dataset, threat), by_label in sorted(groups.items()):
         fig, (lin, log) = plt.subplots(1, 2, figsize=(11, 4.6))
@@ -179,8 +187,10 @@ def _privacy_panel(ax: plt.Axes, results: list[LoadedResult], table: Table, metr
 
 
 def _utility(results: list[LoadedResult], attack: str, key: tuple[str, ...]) -> Stat:
-    runs = {r.run.ident: r.run for r in results if r.result.attack == attack
-            and (r.run.dataset, r.run.label, threat_label(r), r.result.reconstruction) == key}
+    """The utility of the runs behind one detail-table row (the same key the table built)."""
+    mine = [r for r in results if r.result.attack == attack]
+    several = several_partitions(mine)
+    runs = {r.run.ident: r.run for r in mine if row_key(r, several) == key}
     return Stat.of(run.utility.get("mean", float("nan")) for run in runs.values())
 
 

@@ -222,3 +222,23 @@ def test_partitions_and_settings_are_separate_verdicts_with_every_victim_kept() 
     assert high.reference == "fedavg [epochs=20]"  # each setting compared with its own reference
     waffle = high.entry("waffle-ibp [epochs=20]")
     assert waffle is not None and waffle.diff is not None and waffle.diff.interval.high < 0
+
+
+def test_rows_and_the_privacy_utility_figure_name_each_partition() -> None:
+    """The detail tables split results by partition where there are several, and the figure
+    finds each row's runs by that same key (its points were missing when the keys differed)."""
+    from fedattack.reports.aggregate import attack_tables
+    from fedattack.reports.collect import Inputs
+    from fedattack.reports.figures import _utility
+
+    results = _on(audit({"fedavg": 0.8, "waffle-ibp": 0.6}), "shards") + \
+        _on(audit({"fedavg": 0.6, "waffle-ibp": 0.8}, rng_seed=1), "multimodal")
+    for r in results:
+        r.run.utility = {"mean": 90.0 if r.run.partition == "shards" else 80.0}
+        r.run.path = Path(f"/nowhere/{r.run.method}-{r.run.partition}-{r.run.seed}")
+    table = next(t for t in attack_tables(Inputs(results, [])) if t.name == "membership")
+    assert sorted({row.key[0] for row in table.rows}) == ["digits (multimodal)", "digits (shards)"]
+    for row in table.rows:
+        assert row.n == 6
+        utility = _utility(results, "membership", row.key)
+        assert utility.n == 2 and utility.mean == (90.0 if "shards" in row.key[0] else 80.0)
