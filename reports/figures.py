@@ -155,7 +155,8 @@ def privacy_utility_figure(results: list[LoadedResult], tables: list[Table], out
     path = out / "privacy-utility.png"
     _save(fig, path)
     return [(path, ("Attack success (its headline metric) against utility: colour = method, marker = threat "
-                   "model, a label names the reconstruction where one was guessed; bars are one standard "
+                   "model, a label names the data where there are several and the reconstruction where one "
+                   "was guessed; bars are one standard "
                    "deviation over seeds and victims, cut at the metric's range."))]
 
 
@@ -164,6 +165,7 @@ def _privacy_panel(ax: plt.Axes, results: list[LoadedResult], table: Table, metr
     threats = sorted({row.key[2] for row in table.rows}, key=lambda t: ("upper bound" in t, t))
     marks = {t: MARKERS[i % len(MARKERS)] for i, t in enumerate(threats)}
     limits = value_range(metric, results)
+    several_data = len({row.key[0] for row in table.rows}) > 1  # then a point names its data
     for row in table.rows:
         privacy = row.cells.get(metric)
         utility = _utility(results, table.name, row.key)
@@ -176,9 +178,9 @@ def _privacy_panel(ax: plt.Axes, results: list[LoadedResult], table: Table, metr
                            mfc="none" if hollow else style["color"], capsize=2, alpha=.85, ms=8 if hollow else 6)
         for lines in bars[2]:
             lines.set_linestyle(style["ls"])
-        if row.key[3] not in ("none", "", "true"):
-            ax.annotate(row.key[3], (utility.mean, privacy.mean), fontsize=7, xytext=(4, 3),
-                        textcoords="offset points")
+        note = ", ".join([row.key[0]] * several_data + [row.key[3]] * (row.key[3] not in ("none", "", "true")))
+        if note:
+            ax.annotate(note, (utility.mean, privacy.mean), fontsize=7, xytext=(4, 3), textcoords="offset points")
     _legend(ax, {m: s for m, s in styles.items() if any(r.key[1] == m for r in table.rows)}, marks)
     ax.set_xlabel("mean local test accuracy of the attacked federation (%)")
     ax.set_ylabel(f"{table.title}: {table.label(metric)}")
