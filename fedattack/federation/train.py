@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import time
 from pathlib import Path
@@ -129,4 +130,15 @@ def describe(spec: FederationSpec, dataset: Dataset, partition: Partition, targe
         "utility": final,
         "versions": {"fedattack": fedattack.__version__, "torch": torch.__version__,
                      "python": platform.python_version()},
+        "numerics": numerics(),
     }
+
+
+def numerics() -> dict[str, Any]:
+    """What decides the float32 bits besides the seed, so two runs that differ can be told
+    apart: torch's kernels for the CPU's instruction set, its thread count (on AVX-512 CPUs the
+    batched executor's grouping follows it and MKL's batched products round by stack size) and
+    MKL's reproducibility mode (`MKL_CBWR=AUTO,STRICT` removes that dependence; docs/architecture.md)."""
+    return {"cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "torch_threads": torch.get_num_threads(), "mkl_cbwr": os.environ.get("MKL_CBWR")}
+

@@ -34,6 +34,9 @@ def test_round_trip_reads_back_what_was_trained(fedavg_run: Path) -> None:
     assert set(server) == set(fed.target().param_names)
     rounds = fed.metrics()["rounds"]
     assert [r["round"] for r in rounds] == [1, 2, 3, 4]
+    numerics = fed.manifest["numerics"]  # what decides the bits besides the seed
+    assert numerics["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    assert numerics["torch_threads"] >= 1 and "mkl_cbwr" in numerics
 
 
 def test_uplink_payload_equals_the_aggregate_input(fedavg_run: Path) -> None:

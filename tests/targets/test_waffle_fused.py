@@ -4,6 +4,11 @@ sequential executor under both recipes, and is deterministic whatever the groupi
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -16,6 +21,7 @@ from fedattack.training import Batch, sequential_train
 from tests.conftest import build
 from tests.targets.test_waffle_recipe import uneven_clients
 
+ROOT = Path(__file__).resolve().parents[2]
 RECIPE = Recipe(epochs=3, batch_size=8, lr=0.1)
 HYPERS = [{},  # literal: SGD, constant temperature, no fine-tuning
           {"kl_b": "bernoulli", "selection_lr_scale": 9.0},
@@ -115,6 +121,25 @@ def test_fused_step_is_deterministic_and_independent_of_grouping() -> None:
                 assert torch.equal(a[k], b[k]), k
             else:
                 torch.testing.assert_close(a[k], b[k], atol=1e-6, rtol=1e-6, msg=k)
+
+
+def max_grouping_difference() -> float:
+    """The largest difference between one round trained in one stack and in groups of two."""
+    target = build("waffle-ibp", {"recipe": "ibp-wf", "temperature_start": 5.0}, recipe=RECIPE)
+    one, pairs = (_train(BatchedExecutor(group_size=g), target, rounds=1) for g in (None, 2))
+    return max(float((a[k] - b[k]).abs().max()) for a, b in zip(one, pairs) for k in a)
+
+
+@pytest.mark.skipif(not torch.backends.mkl.is_available(), reason="torch without MKL")
+def test_mkl_strict_mode_makes_the_fused_step_independent_of_grouping_on_every_cpu() -> None:
+    """The remedy docs/architecture.md gives for AVX-512 CPUs: MKL's conditional numerical
+    reproducibility, which has to be set before torch first calls MKL, hence a fresh process."""
+    code = ("import sys; sys.path.insert(0, '.'); "
+            "from tests.targets.test_waffle_fused import max_grouping_difference as d; print(d())")
+    env = {**os.environ, "MKL_CBWR": "AUTO,STRICT", "OMP_NUM_THREADS": "1"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True,
+                         text=True, check=True)
+    assert float(out.stdout.split()[-1]) == 0.0
 
 
 def test_selection_parameters_on_different_optimisers_leave_the_fused_step() -> None:
