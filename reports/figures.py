@@ -30,6 +30,7 @@ from fedattack.reports.aggregate import (  # noqa: E402
 )
 from fedattack.reports.collect import LoadedResult  # noqa: E402
 from fedattack.reports.leakage import merged, reading  # noqa: E402
+from fedattack.reports.verdict import fpr_resolution  # noqa: E402
 
 FigureList = list[tuple[Path, str]]
 LINE_STYLES = ("-", "--", ":", "-.")
@@ -89,6 +90,13 @@ def mean_roc(results: list[LoadedResult]) -> tuple[np.ndarray, np.ndarray] | Non
     return grid, np.mean(tprs, axis=0)
 
 
+def supported_from(results: list[LoadedResult]) -> float:
+    """The lowest FPR every averaged curve resolves: the coarsest 1/#non-members among them
+    (a mean curve below it would be interpolated toward the point (0, 0), not measured)."""
+    known = [x for x in (fpr_resolution(r) for r in results) if x is not None]
+    return max(known, default=1e-3)
+
+
 def _monotone(fpr: np.ndarray, tpr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     order = np.lexsort((tpr, fpr))
     return fpr[order], tpr[order]
@@ -104,15 +112,18 @@ def roc_figures(results: list[LoadedResult], out: Path) -> FigureList:
     figures: FigureList = []
     for (attack, dataset, threat), by_label in sorted(groups.items()):
         fig, (lin, log) = plt.subplots(1, 2, figsize=(11, 4.6))
+        floors = []
         for label, style in zip(sorted(by_label), series_styles(len(by_label))):
             roc = mean_roc(by_label[label])
             if roc is None:
                 continue
             auc = Stat.of(r.result.metrics.get("auc", float("nan")) for r in by_label[label])
             name = f"{label} (AUC {auc.mean:.3f}, n={auc.n})" if auc.n else label
-            for ax in (lin, log):
-                ax.plot(roc[0], roc[1], label=name, lw=1.5, color=style["color"], ls=style["ls"],
-                        marker=style["marker"], markevery=0.1, ms=4)
+            floor = supported_from(by_label[label])
+            floors.append(floor)
+            for ax, keep in ((lin, roc[0] >= 0), (log, roc[0] >= floor)):
+                ax.plot(roc[0][keep], roc[1][keep], label=name, lw=1.5, color=style["color"],
+                        ls=style["ls"], marker=style["marker"], markevery=0.1, ms=4)
         for ax, scale in ((lin, "linear"), (log, "log")):
             ax.plot([1e-4, 1], [1e-4, 1], ls=":", color="black", lw=1, label="chance")
             ax.set_xscale(scale)
@@ -122,8 +133,9 @@ def roc_figures(results: list[LoadedResult], out: Path) -> FigureList:
             ax.grid(alpha=.3, which="both")
         lin.set_xlim(0, 1)
         lin.set_ylim(0, 1)
-        log.set_xlim(1e-3, 1)
-        log.set_ylim(1e-3, 1)
+        low = min(floors, default=1e-3)
+        log.set_xlim(low, 1)
+        log.set_ylim(low, 1)
         lin.set_title(f"{attack} ROC, {threat}, {dataset}")
         log.set_title("log-log view (low FPR)")
         lin.legend(fontsize=8 if len(by_label) <= 12 else 6, loc="lower right",
@@ -131,7 +143,8 @@ def roc_figures(results: list[LoadedResult], out: Path) -> FigureList:
         path = out / f"roc-{slug(attack, dataset, threat)}.png"
         _save(fig, path)
         figures.append((path, (f"{attack} ROC curves against the {threat} on {dataset}: mean over victims "
-                              "and seeds; right: both axes on a log scale.")))
+                              "and seeds; right: both axes on a log scale, each curve drawn from 1/#non-members "
+                              "of its attacks (below it the data cannot tell a rate from zero).")))
     return figures
 
 

@@ -89,7 +89,7 @@ class Group:
         return (same or refs)[0] if refs else None
 
 
-def _resolution(result: LoadedResult) -> float | None:
+def fpr_resolution(result: LoadedResult) -> float | None:
     """1/#non-members, as the membership attacks record it; else read from the ROC curve's first step."""
     info = result.result.extra.get("membership") if isinstance(result.result.extra, dict) else None
     if isinstance(info, dict):
@@ -173,7 +173,7 @@ def _entries(members: list[LoadedResult], metrics: list[str]) -> list[Entry]:
         values = {m: {unit(r): float(r.result.metrics[m]) for r in rs
                       if isinstance(r.result.metrics.get(m), (int, float)) and math.isfinite(r.result.metrics[m])}
                   for m in metrics}
-        res = [x for x in (_resolution(r) for r in rs) if x is not None]
+        res = [x for x in (fpr_resolution(r) for r in rs) if x is not None]
         name = f"{method} ({recon})" if method in several or len({k[1] for k in by_method}) > 1 else method
         entry = Entry(method, recon, name, values, resolution=max(res) if res else None)
         entry.stats = {m: mean_interval([values[m][k] for k in sorted(values[m], key=repr)]) for m in metrics}

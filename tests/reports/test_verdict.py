@@ -242,3 +242,28 @@ def test_rows_and_the_privacy_utility_figure_name_each_partition() -> None:
         assert row.n == 6
         utility = _utility(results, "membership", row.key)
         assert utility.n == 2 and utility.mean == (90.0 if "shards" in row.key[0] else 80.0)
+
+
+def test_the_log_roc_view_starts_at_one_over_the_non_members(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Below 1/#non-members a rate cannot be told from zero: the log-log view neither draws the
+    averaged curve there nor extends its axes below the finest resolution of the curves shown."""
+    from fedattack.reports import figures
+
+    drawn = []
+    monkeypatch.setattr(figures, "_save", lambda fig, path: drawn.append(fig))
+    fpr = [0.0, 0.02, 0.1, 0.5, 1.0]
+    results = []
+    for method, nonmembers in (("fedavg", 50), ("waffle-ibp", 200)):
+        for victim in range(2):
+            r = loaded(method, victim, 0, {"auc": 0.7}, nonmembers=nonmembers)
+            r.result.curves = {"roc_fpr": fpr if method == "fedavg" else [0.0, 0.005, *fpr[1:]],
+                               "roc_tpr": [0.0, 0.3, 0.5, 0.8, 1.0] + ([1.0] if method != "fedavg" else [])}
+            results.append(r)
+    assert len(figures.roc_figures(results, tmp_path)) == 1
+    log = drawn[0].axes[1]
+    assert log.get_xlim()[0] == pytest.approx(1 / 200)
+    floors = {"fedavg": 1 / 50, "waffle-ibp": 1 / 200}
+    for line in log.get_lines():
+        method = line.get_label().split(" ")[0]
+        if method in floors:
+            assert min(line.get_xdata()) >= floors[method]
