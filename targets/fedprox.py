@@ -42,6 +42,11 @@ class FedProx(Target):
         params = {n: down[n] for n in self.param_names}
         return LocalProblem(params=params, consts={f"anchor.{n}": down[n] for n in self.param_names})
 
+    def proximal_mu(self) -> float:
+        """`local_loss` is the default loss plus (mu/2)|w - anchor|^2, anchors in consts as
+        `anchor.<name>`: the batched executor's hand-written steps train it (`_proximal`)."""
+        return self.hyper.mu
+
     def local_loss(self, params: State, consts: State, batch: Batch, noise: State,
                    step: torch.Tensor) -> torch.Tensor:
         prox = sum(((params[n] - consts[f"anchor.{n}"]) ** 2).sum() for n in self.param_names)

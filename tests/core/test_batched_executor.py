@@ -73,6 +73,15 @@ def test_vmap_path_matches_sequential_where_the_mlp_fast_path_would_apply() -> N
     _check_against_sequential("fedavg", fast=False)
 
 
+def test_fedprox_takes_the_mlp_fast_path_with_its_pull() -> None:
+    """FedProx (mu = 1, the pull lr * mu = 0.1 a step) through the hand-written step, not vmap:
+    `test_batched_matches_sequential` then holds its proximal term to the sequential loop."""
+    target, _, _, _ = _federate("fedprox", "sequential")
+    problem = target.start_local(target.init_server(torch.Generator().manual_seed(0)), {},
+                                 client_data(*_setting(), 0))
+    assert mlp_layers(target, problem) == ["fc1", "fc2"] and target.proximal_mu() == 1.0
+
+
 @pytest.mark.parametrize("method", ["fedavg", "fedprox"])
 def test_clients_split_into_groups_match_sequential(method: str) -> None:
     """Groups of 3 out of 4 clients: one stacked group and one lone client, fast path or vmap."""

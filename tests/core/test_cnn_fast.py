@@ -56,10 +56,12 @@ def _close(a: State, b: State) -> None:
         torch.testing.assert_close(a[k], b[k], atol=ATOL, rtol=RTOL, msg=k)
 
 
-@pytest.mark.parametrize("model", ["fmnist-cnn", "lenet5"])
-def test_grouped_step_equals_vmap_and_the_sequential_loop(model: str) -> None:
-    """fmnist-cnn: two pooled convolutions and one linear layer; lenet5: three linear layers."""
-    target = _target(model)
+@pytest.mark.parametrize("model, method", [("fmnist-cnn", "fedavg"), ("lenet5", "fedavg"),
+                                           ("fmnist-cnn", "fedprox")])
+def test_grouped_step_equals_vmap_and_the_sequential_loop(model: str, method: str) -> None:
+    """fmnist-cnn: two pooled convolutions and one linear layer; lenet5: three linear layers;
+    FedProx: the default loss plus its proximal pull (`_proximal`)."""
+    target = _target(model, method)
     reqs = _requests(target)
     assert cnn_spec(target, reqs[0].problem) is not None  # so this tests the grouped step
     fast = train_stacked(reqs, torch.device("cpu"), fast=True)
@@ -101,9 +103,18 @@ def test_reference_jobs_through_the_batched_executor_use_it_with_two_threads() -
 
 
 def test_it_declines_what_it_does_not_compute(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Another loss (FedProx's proximal term), another optimiser, a non-CNN model: not this step."""
+    """Another loss (a FedProx whose loss changed without declaring it again), another
+    optimiser, a non-CNN model: not this step."""
     prox = _target("fmnist-cnn", "fedprox")
-    assert cnn_spec(prox, _requests(prox)[0].problem) is None
+    problem = _requests(prox)[0].problem
+    assert cnn_spec(prox, problem) is not None
+
+    class Changed(type(prox)):  # type: ignore[misc]
+        def local_loss(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            return 2 * super().local_loss(*args, **kwargs)
+
+    monkeypatch.setattr(prox, "__class__", Changed)
+    assert cnn_spec(prox, problem) is None and not hand_written(prox, problem)
     target = _target("fmnist-cnn")
     problem = _requests(target)[0].problem
     monkeypatch.setattr(target, "optimizer", lambda name: Adam())

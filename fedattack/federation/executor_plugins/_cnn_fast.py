@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from fedattack.federation.executor_plugins._proximal import Pull, plain_or_pulled
 from fedattack.models.zoo.cnn import ConvNet
 from fedattack.optim import is_plain_sgd
 from fedattack.target import LocalProblem, State, Target
@@ -39,8 +40,8 @@ class CNNSpec:
 
 def cnn_spec(target: Target, problem: LocalProblem) -> CNNSpec | None:
     """The network's layout, if the grouped step computes exactly this target's loss."""
-    cls, model = type(target), target.model
-    if cls.local_loss is not Target.local_loss or cls.forward is not Target.forward:
+    model = target.model
+    if not plain_or_pulled(target, problem) or type(target).forward is not Target.forward:
         return None
     if not isinstance(model, ConvNet) or any(getattr(type(model), m) is not getattr(ConvNet, m)
                                              for m in ("forward", "features")):
@@ -66,14 +67,15 @@ def _plain_conv(conv: nn.Module) -> bool:
 
 
 def cnn_steps(spec: CNNSpec, active: list[int], params: State, x: torch.Tensor, y: torch.Tensor,
-              rows: torch.Tensor, weights: torch.Tensor, lr: float) -> None:
+              rows: torch.Tensor, weights: torch.Tensor, lr: float, pull: Pull | None = None) -> None:
     """Every local step of the stacked models (a prefix `active[s]` at step s), in place.
     x: the concatenated training images, normalised as the model sees them."""
     for s, a in enumerate(active):
         r = rows[s, :a]
         batch_major = r.t().reshape(-1)  # (B, K): each sample's K images side by side
         xb = x.index_select(0, batch_major).view(r.shape[1], a, *x.shape[1:])
-        cnn_step({k: v[:a] for k, v in params.items()}, spec, xb, y[r], weights[s, :a], lr)
+        cut = None if pull is None else (pull[0], {k: v[:a] for k, v in pull[1].items()})
+        cnn_step({k: v[:a] for k, v in params.items()}, spec, xb, y[r], weights[s, :a], lr, cut)
 
 
 def cnn_loss(params: State, spec: CNNSpec, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
@@ -120,11 +122,14 @@ def _convolve(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, padding
 
 
 def cnn_step(params: State, spec: CNNSpec, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor,
-             lr: float) -> None:
-    """One SGD step of every stacked model, in place. params: (K, ...); x: (B, K, C, H, W)."""
+             lr: float, pull: Pull | None = None) -> None:
+    """One SGD step of every stacked model, in place. params: (K, ...); x: (B, K, C, H, W).
+    `pull` (mu, anchors): the loss plus (mu/2)|w - anchor|^2, as in `_mlp_fast.mlp_step`."""
     leaves = {k: v.detach().requires_grad_(True) for k, v in params.items()}
     with torch.enable_grad():
         grads = torch.autograd.grad(cnn_loss(leaves, spec, x, y, w), list(leaves.values()))
     with torch.no_grad():
-        for p, g in zip(params.values(), grads):
+        for (k, p), g in zip(params.items(), grads):
+            if pull is not None:  # the gradients were taken before any weight moved
+                p.lerp_(pull[1][k], lr * pull[0])
             p.sub_(g.mul_(lr))

@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from fedattack.federation.executor_plugins._proximal import Pull, plain_or_pulled
 from fedattack.models.zoo.mlp import MLP
 from fedattack.optim import is_plain_sgd
 from fedattack.target import LocalProblem, State, Target
@@ -24,8 +25,7 @@ from fedattack.target import LocalProblem, State, Target
 
 def mlp_layers(target: Target, problem: LocalProblem) -> list[str] | None:
     """The MLP's layer names, in order, if the fast path computes this target's loss exactly."""
-    cls = type(target)
-    if cls.local_loss is not Target.local_loss or cls.forward is not Target.forward:
+    if not plain_or_pulled(target, problem) or type(target).forward is not Target.forward:
         return None
     model = target.model
     if not isinstance(model, MLP) or type(model).forward is not MLP.forward or target.noise_shapes(problem):
@@ -40,8 +40,10 @@ def mlp_layers(target: Target, problem: LocalProblem) -> list[str] | None:
 
 
 def mlp_step(params: State, layers: list[str], x: torch.Tensor, y: torch.Tensor, w: torch.Tensor,
-             lr: float) -> None:
-    """One SGD step of every stacked client, in place. x: (C, B, ...), params: (C, ...)."""
+             lr: float, pull: Pull | None = None) -> None:
+    """One SGD step of every stacked client, in place. x: (C, B, ...), params: (C, ...).
+    `pull` (mu, anchors): the step of the loss plus (mu/2)|w - anchor|^2, i.e. the weights
+    first shrunk towards their anchors by lr * mu (`_proximal`)."""
     acts = [x.flatten(2)]
     pre: list[torch.Tensor] = []
     for i, name in enumerate(layers):
@@ -55,6 +57,9 @@ def mlp_step(params: State, layers: list[str], x: torch.Tensor, y: torch.Tensor,
     for i in range(len(layers) - 1, -1, -1):
         weight, bias = params[f"{layers[i]}.weight"], params[f"{layers[i]}.bias"]
         below = (grad.bmm(weight) * (pre[i - 1] > 0)) if i > 0 else None
+        if pull is not None:  # w - lr mu (w - a), from the weights before this step's update
+            for name in (f"{layers[i]}.weight", f"{layers[i]}.bias"):
+                params[name].lerp_(pull[1][name], lr * pull[0])
         weight.baddbmm_(grad.transpose(1, 2), acts[i], alpha=-lr)
         bias.sub_(grad.sum(1).mul_(lr))
         grad = below  # type: ignore[assignment]

@@ -21,6 +21,7 @@ from fedattack import optim
 from fedattack.federation.executor_plugins._cnn_fast import cnn_spec, cnn_steps
 from fedattack.federation.executor_plugins._ibp_fast import ibp_spec, ibp_steps
 from fedattack.federation.executor_plugins._mlp_fast import mlp_layers, mlp_step
+from fedattack.federation.executor_plugins._proximal import Pull, anchors, pull_strength
 from fedattack.rng import generator
 from fedattack.target import ClientContext, LocalData, LocalProblem, State, Target
 from fedattack.training import Batch, draw_noise, step_batches
@@ -153,15 +154,17 @@ def train_stacked(reqs: list[TrainRequest], device: torch.device, fast: bool = T
     rows, weights = plan.rows.to(device), plan.weights.to(device)
     layers = mlp_layers(target, reqs[0].problem) if fast else None
     cnn = cnn_spec(target, reqs[0].problem) if fast else None
+    pull = proximal_pull(target, ordered, device) if cnn is not None or layers is not None else None
     if cnn is not None:
-        cnn_steps(cnn, plan.active, params, target.normalized(x), y, rows, weights, target.recipe.lr)
+        cnn_steps(cnn, plan.active, params, target.normalized(x), y, rows, weights, target.recipe.lr, pull)
     elif layers is not None:
         lr = target.recipe.lr
         x = target.normalized(x)  # the hand-written step reads x itself, not through forward
         for s, a in enumerate(plan.active):
             r = rows[s, :a]
+            cut = None if pull is None else (pull[0], {k: v[:a] for k, v in pull[1].items()})
             mlp_step({k: v[:a] for k, v in params.items()}, layers, gather(x, r), y[r],
-                     weights[s, :a], lr)
+                     weights[s, :a], lr, cut)
     else:
         consts = stack([r.problem.consts for r in ordered], device) if reqs[0].problem.consts else {}
         noise = {k: v.to(device) for k, v in round_noise(reqs, plan).items()}
@@ -174,6 +177,15 @@ def train_stacked(reqs: list[TrainRequest], device: torch.device, fast: bool = T
     for col, i in enumerate(plan.order):  # copies: a view would drag every client's weights along
         out[i] = {k: v[col].to("cpu", copy=True) for k, v in params.items()}
     return out
+
+
+def proximal_pull(target: Target, ordered: list[TrainRequest], device: torch.device) -> Pull | None:
+    """FedProx's (mu, anchors stacked like the parameters) for the hand-written steps; None
+    for the default loss, or mu = 0."""
+    mu = pull_strength(target)
+    if not mu:
+        return None
+    return mu, stack([anchors(r.problem) for r in ordered], device)
 
 
 def hand_written(target: Target, problem: LocalProblem) -> bool:
