@@ -18,13 +18,12 @@ STARTED = time.perf_counter()
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
+from _plain import MnistMLP, train_client  # noqa: E402
 from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict  # noqa: E402
 from flwr.clientapp import ClientApp  # noqa: E402
 from flwr.serverapp import Grid, ServerApp  # noqa: E402
 from flwr.serverapp.strategy import FedAvg  # noqa: E402
 from flwr.simulation import run_simulation  # noqa: E402
-
-from _plain import MnistMLP, train_client  # noqa: E402
 
 ENV = "FEDATTACK_BENCH_FLOWER"  # settings reach the Ray worker processes through the environment
 _DATA: dict[str, list[torch.Tensor]] = {}

@@ -29,6 +29,7 @@ sys.path.insert(0, str(HERE.parent))
 
 from fedattack.registry import TARGETS  # noqa: E402
 
+
 def child(cfg: dict[str, Any]) -> dict[str, Any]:
     out = subprocess.run([sys.executable, str(HERE / "_measure.py"), json.dumps(cfg)],
                          capture_output=True, text=True, cwd=HERE.parent)

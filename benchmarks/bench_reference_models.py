@@ -8,7 +8,8 @@ process: with the batched executor (all models in one call: the CNN step of `_cn
 convolutions), with the batched executor held to its generic `vmap(grad(loss))` step (what
 batched CNNs ran before `_cnn_fast`; `--no-vmap` skips it), and with the sequential executor
 (one model after another); it prints reference models per second and the ratios. An untimed
-warm-up of two models runs first for each.
+warm-up of two models runs first for each. `--method fedprox` takes a FedProx victim (mu = 1),
+whose proximal pull the grouped step adds (`_proximal.py`; FedProx ran the vmap step before).
 
     flock /work/bench.lock nice -n 5 .venv/bin/python benchmarks/bench_reference_models.py \\
         --data-root /work/shared/datasets --threads 2
@@ -41,7 +42,7 @@ from fedattack.training import Batch
 
 def setting(args: argparse.Namespace) -> tuple[Target, Observation, Samples]:
     dataset = load_dataset("fmnist", args.data_root)
-    spec = FederationSpec(method="fedavg", dataset="fmnist", partition="iid", num_clients=100, model="fmnist-cnn",
+    spec = FederationSpec(method=args.method, dataset="fmnist", partition="iid", num_clients=100, model="fmnist-cnn",
                           rounds=50, fraction=0.1, recipe=Recipe(epochs=args.epochs, batch_size=10, lr=0.02))
     target = build_target(spec, dataset, 100)
     server = target.init_server(generator(0, "bench-init"))
@@ -56,7 +57,7 @@ def sample_flops(target: Target, start: Observation, aux: Samples) -> float:
     params = {k: start.down[k].clone().requires_grad_(True) for k in target.param_names}
     batch = Batch(aux.x[:10], aux.y[:10], torch.full((10,), 0.1))
     with FlopCounterMode(display=False) as counter:
-        loss = target.local_loss(params, {}, batch, {}, torch.tensor(0))
+        loss = Target.local_loss(target, params, {}, batch, {}, torch.tensor(0))  # without a pull
         torch.autograd.grad(loss, list(params.values()))
     return counter.get_total_flops() / 10
 
@@ -79,6 +80,7 @@ def timed(target: Target, start: Observation, aux: Samples, path: str, count: in
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-root", default=os.environ.get("FEDATTACK_DATA"))
+    parser.add_argument("--method", default="fedavg", choices=["fedavg", "fedprox"])
     parser.add_argument("--references", type=int, default=16)
     parser.add_argument("--samples", type=int, default=480)
     parser.add_argument("--epochs", type=int, default=5)
@@ -93,7 +95,8 @@ def main() -> None:
     runs = {p: timed(target, start, aux, p, args.references, args.samples) for p in paths}
     seconds, cpu = {k: v[0] for k, v in runs.items()}, {k: v[1] for k, v in runs.items()}
     work = sample_flops(target, start, aux) * args.samples * args.epochs * args.references
-    out = {"references": args.references, "samples": args.samples, "epochs": args.epochs, "threads": args.threads,
+    out = {"method": args.method, "references": args.references, "samples": args.samples, "epochs": args.epochs,
+           "threads": args.threads,
            "seconds": {k: round(v, 2) for k, v in seconds.items()},
            "cpu_seconds": {k: round(v, 2) for k, v in cpu.items()},
            "models_per_second": {k: round(args.references / v, 3) for k, v in seconds.items()},
@@ -105,7 +108,8 @@ def main() -> None:
            "load_average_before": [round(x, 2) for x in load_before],
            "load_average_after": [round(x, 2) for x in os.getloadavg()], "torch": torch.__version__}
     print(json.dumps(out))
-    print(f"{args.references} reference models (fmnist-cnn, {args.samples} samples, E={args.epochs}, B=10), "
+    print(f"{args.references} reference models ({args.method}, fmnist-cnn, {args.samples} samples, "
+          f"E={args.epochs}, B=10), "
           f"{args.threads} threads: batched {seconds['batched']:.1f} s ({out['models_per_second']['batched']} "
           f"models/s), one at a time {seconds['sequential']:.1f} s ({out['models_per_second']['sequential']} "
           f"models/s), {out['speedup']}x (CPU seconds {cpu['batched']:.1f} against {cpu['sequential']:.1f}, "
