@@ -217,8 +217,13 @@ def variant_of(method: str, hyper: Any, source: Any = None) -> str:
         return recorded
     try:
         cls = TARGETS.get(method)
-        chosen, default = asdict(cls.make_hyper(hyper)), asdict(cls.make_hyper({}))
+        # a named recipe (waffle-ibp's recipe=personal) is one setting: the values it presets are
+        # its own defaults, so the label says "recipe=personal" and only what was set beside it
+        named = {"recipe": hyper["recipe"]} if "recipe" in hyper else {}
+        chosen, default = asdict(cls.make_hyper(hyper)), asdict(cls.make_hyper(named))
         changed = {k: v for k, v in chosen.items() if v != default.get(k)}
+        if named and asdict(cls.make_hyper({})).get("recipe") != default.get("recipe"):
+            changed["recipe"] = default.get("recipe")
     except (UserError, TypeError, ValueError):  # a method or setting unknown here: show what was set
         changed = dict(hyper)
     return ", ".join([*(f"{k}={v}" for k, v in sorted(changed.items())), *filter(None, [recorded])])

@@ -267,3 +267,14 @@ def test_the_log_roc_view_starts_at_one_over_the_non_members(tmp_path: Path, mon
         method = line.get_label().split(" ")[0]
         if method in floors:
             assert min(line.get_xdata()) >= floors[method]
+
+
+def test_a_named_recipe_labels_a_run_by_its_name_and_what_was_set_beside_it() -> None:
+    """recipe=personal presets a dozen settings; a label listing them all buried the figures'
+    legends. The preset values count as the recipe's own defaults."""
+    from fedattack.reports.collect import variant_of
+
+    assert variant_of("waffle-ibp", {"recipe": "personal"}) == "recipe=personal"
+    assert variant_of("waffle-ibp", {"recipe": "personal", "kl_weight": 0.1}) == "kl_weight=0.1, recipe=personal"
+    assert variant_of("waffle-ibp", {"recipe": "literal"}) == ""  # the method's default recipe
+    assert variant_of("waffle-ibp", {"r_init_mean": 1.0}) == "r_init_mean=1.0"
