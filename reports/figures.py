@@ -30,7 +30,7 @@ from fedattack.reports.aggregate import (  # noqa: E402
 )
 from fedattack.reports.collect import LoadedResult  # noqa: E402
 from fedattack.reports.leakage import merged, reading  # noqa: E402
-from fedattack.reports.verdict import fpr_resolution  # noqa: E402
+from fedattack.reports.verdict import coarsest_resolution  # noqa: E402
 
 FigureList = list[tuple[Path, str]]
 LINE_STYLES = ("-", "--", ":", "-.")
@@ -90,13 +90,6 @@ def mean_roc(results: list[LoadedResult]) -> tuple[np.ndarray, np.ndarray] | Non
     return grid, np.mean(tprs, axis=0)
 
 
-def supported_from(results: list[LoadedResult]) -> float:
-    """The lowest FPR every averaged curve resolves: the coarsest 1/#non-members among them
-    (a mean curve below it would be interpolated toward the point (0, 0), not measured)."""
-    known = [x for x in (fpr_resolution(r) for r in results) if x is not None]
-    return max(known, default=1e-3)
-
-
 def _monotone(fpr: np.ndarray, tpr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     order = np.lexsort((tpr, fpr))
     return fpr[order], tpr[order]
@@ -119,7 +112,8 @@ def roc_figures(results: list[LoadedResult], out: Path) -> FigureList:
                 continue
             auc = Stat.of(r.result.metrics.get("auc", float("nan")) for r in by_label[label])
             name = f"{label} (AUC {auc.mean:.3f}, n={auc.n})" if auc.n else label
-            floor = supported_from(by_label[label])
+            # below the coarsest 1/#non-members the mean curve is interpolated toward (0, 0)
+            floor = coarsest_resolution(by_label[label]) or 1e-3
             floors.append(floor)
             for ax, keep in ((lin, roc[0] >= 0), (log, roc[0] >= floor)):
                 ax.plot(roc[0][keep], roc[1][keep], label=name, lw=1.5, color=style["color"],

@@ -101,6 +101,13 @@ def fpr_resolution(result: LoadedResult) -> float | None:
     return min(fpr) if fpr else None
 
 
+def coarsest_resolution(results: Iterable[LoadedResult]) -> float | None:
+    """The lowest FPR every one of the results resolves (the largest 1/#non-members), or None
+    when none says: below it a TPR pooled or averaged over them is not measured."""
+    known = [x for x in (fpr_resolution(r) for r in results) if x is not None]
+    return max(known) if known else None
+
+
 def unit(r: LoadedResult) -> Hashable:
     """What pairs two methods' results: the same victim of the same seed, attacked with the same seed."""
     return (r.run.seed, r.result.victim, r.result.seed)
@@ -173,9 +180,8 @@ def _entries(members: list[LoadedResult], metrics: list[str]) -> list[Entry]:
         values = {m: {unit(r): float(r.result.metrics[m]) for r in rs
                       if isinstance(r.result.metrics.get(m), (int, float)) and math.isfinite(r.result.metrics[m])}
                   for m in metrics}
-        res = [x for x in (fpr_resolution(r) for r in rs) if x is not None]
         name = f"{method} ({recon})" if method in several or len({k[1] for k in by_method}) > 1 else method
-        entry = Entry(method, recon, name, values, resolution=max(res) if res else None)
+        entry = Entry(method, recon, name, values, resolution=coarsest_resolution(rs))
         entry.stats = {m: mean_interval([values[m][k] for k in sorted(values[m], key=repr)]) for m in metrics}
         entries.append(entry)
     return entries

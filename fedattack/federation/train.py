@@ -141,4 +141,3 @@ def numerics() -> dict[str, Any]:
     MKL's reproducibility mode (`MKL_CBWR=AUTO,STRICT` removes that dependence; docs/architecture.md)."""
     return {"cpu_capability": torch.backends.cpu.get_cpu_capability(),
             "torch_threads": torch.get_num_threads(), "mkl_cbwr": os.environ.get("MKL_CBWR")}
-

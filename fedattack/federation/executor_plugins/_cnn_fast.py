@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fedattack.federation.executor_plugins._proximal import Pull, plain_or_pulled
+from fedattack.federation.executor_plugins._proximal import Pull, first, plain_or_pulled
 from fedattack.models.zoo.cnn import ConvNet
 from fedattack.optim import is_plain_sgd
 from fedattack.target import LocalProblem, State, Target
@@ -74,8 +74,7 @@ def cnn_steps(spec: CNNSpec, active: list[int], params: State, x: torch.Tensor, 
         r = rows[s, :a]
         batch_major = r.t().reshape(-1)  # (B, K): each sample's K images side by side
         xb = x.index_select(0, batch_major).view(r.shape[1], a, *x.shape[1:])
-        cut = None if pull is None else (pull[0], {k: v[:a] for k, v in pull[1].items()})
-        cnn_step({k: v[:a] for k, v in params.items()}, spec, xb, y[r], weights[s, :a], lr, cut)
+        cnn_step({k: v[:a] for k, v in params.items()}, spec, xb, y[r], weights[s, :a], lr, first(pull, a))
 
 
 def cnn_loss(params: State, spec: CNNSpec, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor) -> torch.Tensor:

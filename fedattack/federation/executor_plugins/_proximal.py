@@ -50,3 +50,8 @@ def plain_or_pulled(target: Target, problem: LocalProblem) -> bool:
     pull whose anchors the problem carries."""
     mu = pull_strength(target)
     return mu == 0.0 or (mu is not None and has_anchors(problem))
+
+
+def first(pull: Pull | None, a: int) -> Pull | None:
+    """The pull of the first `a` stacked clients (those still training at a step)."""
+    return None if pull is None else (pull[0], {k: v[:a] for k, v in pull[1].items()})

@@ -21,7 +21,7 @@ from fedattack import optim
 from fedattack.federation.executor_plugins._cnn_fast import cnn_spec, cnn_steps
 from fedattack.federation.executor_plugins._ibp_fast import ibp_spec, ibp_steps
 from fedattack.federation.executor_plugins._mlp_fast import mlp_layers, mlp_step
-from fedattack.federation.executor_plugins._proximal import Pull, anchors, pull_strength
+from fedattack.federation.executor_plugins._proximal import Pull, anchors, first, pull_strength
 from fedattack.rng import generator
 from fedattack.target import ClientContext, LocalData, LocalProblem, State, Target
 from fedattack.training import Batch, draw_noise, step_batches
@@ -162,9 +162,8 @@ def train_stacked(reqs: list[TrainRequest], device: torch.device, fast: bool = T
         x = target.normalized(x)  # the hand-written step reads x itself, not through forward
         for s, a in enumerate(plan.active):
             r = rows[s, :a]
-            cut = None if pull is None else (pull[0], {k: v[:a] for k, v in pull[1].items()})
             mlp_step({k: v[:a] for k, v in params.items()}, layers, gather(x, r), y[r],
-                     weights[s, :a], lr, cut)
+                     weights[s, :a], lr, first(pull, a))
     else:
         consts = stack([r.problem.consts for r in ordered], device) if reqs[0].problem.consts else {}
         noise = {k: v.to(device) for k, v in round_noise(reqs, plan).items()}
