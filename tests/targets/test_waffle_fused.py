@@ -14,6 +14,7 @@ import torch
 
 from fedattack import optim
 from fedattack.federation.executor_plugins._ibp_fast import IBPRun, ibp_spec
+from fedattack.federation.executor_plugins._stacked import TrainRequest
 from fedattack.federation.executor_plugins.batched import BatchedExecutor
 from fedattack.federation.executors import ClientJob, Executor, make_executor
 from fedattack.target import ClientContext, LocalData, Recipe, State, Target
@@ -151,3 +152,26 @@ def test_selection_parameters_on_different_optimisers_leave_the_fused_step() -> 
     shared = target.optimizer
     target.optimizer = lambda name: optim.SGD(0.1) if name.endswith("log_c") else shared(name)  # type: ignore[method-assign]
     assert ibp_spec(target, problem) is None
+
+
+@pytest.mark.parametrize(("clients", "chunks"), [(10, [10]), (20, [10, 10]), (50, [13, 13, 13, 11])])
+def test_waffle_stacks_train_in_threads_only_when_each_gets_enough_clients(clients: int,
+                                                                          chunks: list[int]) -> None:
+    """With two torch threads a plain MLP's clients split over two Python threads at any size,
+    but WAFFLe's step, holding the GIL for ~95 small operations a step, keeps a stack of 10 whole
+    (torch's threads work inside its products instead); see CPU_IBP_THREAD_MIN."""
+    data = uneven_clients()[0]
+    waffle, fedavg = build("waffle-ibp", {}, recipe=RECIPE), build("fedavg", {}, recipe=RECIPE)
+    ctx = ClientContext(1, 0, 3, sequential_train)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        sizes = {}
+        for name, target in (("waffle", waffle), ("fedavg", fedavg)):
+            problem = _problems(target, [data])[0]
+            reqs = [TrainRequest(target, problem, data, ctx)] * clients
+            sizes[name] = [len(c) for c in BatchedExecutor()._chunks(reqs, list(range(clients)))]
+    finally:
+        torch.set_num_threads(before)
+    assert sizes["waffle"] == chunks
+    assert len(sizes["fedavg"]) >= 2 and sum(sizes["fedavg"]) == clients

@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 
 from fedattack.federation.executor_plugins._evaluate import InputCache, evaluate_clients
+from fedattack.federation.executor_plugins._ibp_fast import ibp_spec
 from fedattack.federation.executor_plugins._mlp_fast import mlp_layers
 from fedattack.federation.executor_plugins._stacked import (
     TrainRequest,
@@ -46,6 +47,13 @@ CPU_MLP_GROUP = 8
 # factor selection, whatever the group's size; measured on the MNIST setting (1 thread, shared
 # machine) a client step cost 0.42 ms of CPU in groups of 5, 0.32 in 10, 0.29 in 25.
 CPU_IBP_GROUP = 16
+# ... and it holds the GIL for each of those operations, so in Python threads (see
+# `_train_chunks`) small stacks wait on each other: measured on the 2-core machine (MNIST
+# setting, 10 clients a round, idle), two threads of 5 clients ran 4,000-5,500 client steps/s,
+# one stack of 10 with torch's two threads inside its products 5,300-7,650, and one thread alone
+# 4,700-6,400; at 20 clients two threads of 10 won (5,700-7,500 against 5,900-6,100). So WAFFLe
+# runs in threads only when each gets at least this many clients.
+CPU_IBP_THREAD_MIN = 8
 
 
 @EXECUTORS.register("batched")
@@ -92,7 +100,10 @@ class BatchedExecutor:
         fast = self.fast and hand_written(first.target, first.problem)
         group = CPU_MLP_GROUP if mlp_layers(first.target, first.problem) else CPU_IBP_GROUP
         cap = self.group_size or (group if fast and self.device.type == "cpu" else len(members))
-        parts = max(math.ceil(len(members) / cap), min(self.cpu_workers() if fast else 1, len(members)))
+        threads = self.cpu_workers() if fast else 1
+        if fast and ibp_spec(first.target, first.problem) is not None:
+            threads = max(1, min(threads, len(members) // CPU_IBP_THREAD_MIN))
+        parts = max(math.ceil(len(members) / cap), min(threads, len(members)))
         size = math.ceil(len(members) / parts)
         return [members[s:s + size] for s in range(0, len(members), size)]
 
