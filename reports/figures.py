@@ -29,6 +29,7 @@ from fedattack.reports.aggregate import (  # noqa: E402
     threat_label,
 )
 from fedattack.reports.collect import LoadedResult  # noqa: E402
+from fedattack.reports.labels import place_labels  # noqa: E402
 from fedattack.reports.leakage import merged, reading  # noqa: E402
 from fedattack.reports.verdict import coarsest_resolution  # noqa: E402
 
@@ -173,6 +174,7 @@ def _privacy_panel(ax: plt.Axes, results: list[LoadedResult], table: Table, metr
     marks = {t: MARKERS[i % len(MARKERS)] for i, t in enumerate(threats)}
     limits = value_range(metric, results)
     several_data = len({row.key[0] for row in table.rows}) > 1  # then a point names its data
+    notes = []
     for row in table.rows:
         privacy = row.cells.get(metric)
         utility = _utility(results, table.name, row.key)
@@ -187,7 +189,8 @@ def _privacy_panel(ax: plt.Axes, results: list[LoadedResult], table: Table, metr
             lines.set_linestyle(style["ls"])
         note = ", ".join([row.key[0]] * several_data + [row.key[3]] * (row.key[3] not in ("none", "", "true")))
         if note:
-            ax.annotate(note, (utility.mean, privacy.mean), fontsize=7, xytext=(4, 3), textcoords="offset points")
+            notes.append((note, utility.mean, privacy.mean))
+    place_labels(ax, notes)
     _legend(ax, {m: s for m, s in styles.items() if any(r.key[1] == m for r in table.rows)}, marks)
     ax.set_xlabel("mean local test accuracy of the attacked federation (%)")
     ax.set_ylabel(f"{table.title}: {table.label(metric)}")

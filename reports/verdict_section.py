@@ -50,18 +50,16 @@ def lead(g: Group) -> str:
     """The group's finding in one line: who leaks more or less than the reference, the most
     leaking entry with its interval, and every flag that qualifies what is said."""
     m = g.primary
-    outcome: dict[tuple[str, str], list[str]] = {}
-    diffs: dict[str, str] = {}
+    outcome: dict[tuple[str, str], list[Entry]] = {}
     for e in g.entries:
         ref = g.entry(e.against) if e.against else None
         if e.diff is None or ref is None:
             continue
         decided = e.stats[m.key].has_interval and ref.stats[m.key].has_interval
         kind = (leak_word(g, e) or "same") if decided else "none"
-        outcome.setdefault((kind, ref.name), []).append(e.name)
-        if kind in ("more", "less"):  # by how much, on the first screen
-            diffs[e.name] = f"difference {_signed(m, e.diff.interval)}"
-    found = "; ".join(_with_diffs(_outcome(kind, ref, names), names, diffs) for (kind, ref), names in outcome.items())
+        outcome.setdefault((kind, ref.name), []).append(e)
+    found = "; ".join(_outcome(kind, ref, es) + (_differences(m, es) if kind in ("more", "less") else "")
+                      for (kind, ref), es in outcome.items())
     if not found:
         found = (f"no {g.asked} results to compare with" if len(g.entries) > 1
                  else f"only {g.entries[0].name} was audited")
@@ -70,21 +68,45 @@ def lead(g: Group) -> str:
     return text + _unmeasurable(g) + _flag_text(g.entries)
 
 
-def _with_diffs(text: str, names: list[str], diffs: dict[str, str]) -> str:
-    """'a leaks less than f (difference -3 pp [-5, -1])'; with several names, each one's in turn."""
-    shown = [f"{n}: {diffs[n]}" if len(names) > 1 else diffs[n] for n in names if n in diffs]
-    return f"{text} ({'; '.join(shown)})" if shown else text
+def _who(entries: list[Entry]) -> tuple[str, int]:
+    """'waffle-ibp (factors-all-on, factors-prior)': one method's reconstructions named once;
+    with the number of methods (for the verb)."""
+    by: dict[str, list[Entry]] = {}
+    for e in entries:
+        by.setdefault(e.method, []).append(e)
+    names = [es[0].name if len(es) == 1 else f"{m} ({', '.join(e.reconstruction for e in es)})"
+             for m, es in by.items()]
+    return ", ".join(names), len(by)
 
 
-def _outcome(kind: str, ref: str, names: list[str]) -> str:
-    who = ", ".join(names)
+def _differences(m: Reading, entries: list[Entry]) -> str:
+    """By how much, on the first screen: each difference for one or two entries; for more, the
+    one nearest the reference and the farthest (every one is in the sentences below)."""
+    diffs = [e for e in entries if e.diff is not None]
+    if len(diffs) <= 2:
+        shown = [f"{e.name}: " * (len(diffs) > 1) + f"difference {_signed(m, e.diff.interval)}"
+                 for e in diffs if e.diff is not None]
+        return f" ({'; '.join(shown)})" if shown else ""
+    ordered = sorted(diffs, key=lambda e: abs(e.diff.interval.mean) if e.diff else 0.0)
+    near, far = ordered[0], ordered[-1]
+    assert near.diff is not None and far.diff is not None
+    one = _who(entries)[1] == 1  # then the method is named already: the reconstruction says which
+
+    def name(e: Entry) -> str:
+        return e.reconstruction if one else e.name
+    return (f" (differences from {_signed(m, near.diff.interval)}, {name(near)}, "
+            f"to {_signed(m, far.diff.interval)}, {name(far)})")
+
+
+def _outcome(kind: str, ref: str, entries: list[Entry]) -> str:
+    who, methods = _who(entries)
     if kind == "none":
         return f"nothing can be concluded for {who} against {ref} (fewer than two victims and seeds)"
     if kind == "same":
         return f"{who} cannot be told apart from {ref}"
     if kind == "neither":
         return f"neither {who} nor {ref} leaks detectably (not above chance)"
-    return f"{who} leak{'' if len(names) > 1 else 's'} {kind} than {ref}"
+    return f"{who} leak{'' if methods > 1 else 's'} {kind} than {ref}"
 
 
 def comparison(g: Group, e: Entry) -> str:

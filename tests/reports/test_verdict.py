@@ -278,3 +278,21 @@ def test_a_named_recipe_labels_a_run_by_its_name_and_what_was_set_beside_it() ->
     assert variant_of("waffle-ibp", {"recipe": "personal", "kl_weight": 0.1}) == "kl_weight=0.1, recipe=personal"
     assert variant_of("waffle-ibp", {"recipe": "literal"}) == ""  # the method's default recipe
     assert variant_of("waffle-ibp", {"r_init_mean": 1.0}) == "r_init_mean=1.0"
+
+
+def test_one_methods_many_reconstructions_are_named_once_with_the_nearest_and_farthest_difference() -> None:
+    results = audit({"fedavg": 0.8})
+    for r in results:
+        r.result.reconstruction = "uplink"
+    recons = {"factors-a": 0.7, "factors-b": 0.65, "factors-c": 0.6, "factors-d": 0.55}
+    for i, (recon, mean) in enumerate(recons.items()):
+        waffle = audit({"waffle-ibp": mean}, rng_seed=i + 1)
+        for r in waffle:
+            r.result.reconstruction = recon
+        results += waffle
+    lines = sentences([only(build_groups(results))])
+    lead = lines[0]
+    assert "waffle-ibp (factors-a, factors-b, factors-c, factors-d) leaks less than fedavg (uplink)" in lead
+    assert re.search(r"differences from -0\.\d+ \[.*\], factors-a, to -0\.2\d+ \[.*\], "
+                     r"factors-d\)", lead)
+    assert lead.count("difference") == 1 and len(lines) == 5  # every comparison still below
