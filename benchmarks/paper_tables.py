@@ -31,9 +31,9 @@ def pooled(runs: list[Path]) -> dict[str, list[dict[str, Any]]]:
     for run in runs:
         row = load(run)
         groups.setdefault(row["setting"], []).append(row)
-    def order(item: tuple[str, list[dict[str, Any]]]) -> tuple[int, int, str]:
-        method, _, partition = (c.strip() for c in item[0].split("|")[:3])
-        return (list(NAMES).index(partition) if partition in NAMES else 9,
+    def order(item: tuple[str, list[dict[str, Any]]]) -> tuple[str, int, int, str]:
+        method, dataset, partition = (c.strip() for c in item[0].split("|")[:3])
+        return (dataset, list(NAMES).index(partition) if partition in NAMES else 9,
                 ORDER.index(method) if method in ORDER else 9, item[0])
     return {k: sorted(v, key=lambda r: r["seed"]) for k, v in sorted(groups.items(), key=order)}
 
@@ -47,23 +47,31 @@ def paper(key: str, dataset: str, partition: str, method: str, metric: str) -> s
     return f"{n.mean:.0f} ± {n.std:.0f}" if metric == "variance" and n.std is not None else n.text()
 
 
+def several_datasets(groups: dict[str, list[dict[str, Any]]]) -> bool:
+    """Whether the runs span datasets: then each row starts with its dataset."""
+    return len({setting.split("|")[1].strip() for setting in groups}) > 1
+
+
 def table2(groups: dict[str, list[dict[str, Any]]]) -> str:
-    lines = ["| setting | method | hyperparameters | seeds | per seed | ours | paper | wall s |",
-             "|---|---|---|---|---|---|---|---|"]
+    named = several_datasets(groups)
+    lines = ["| dataset " * named + "| setting | method | hyperparameters | seeds | per seed | ours | paper | wall s |",
+             "|---" * named + "|---|---|---|---|---|---|---|---|"]
     for setting, rows in groups.items():
         method, dataset, partition, _, _, hyper = (c.strip() for c in setting.split("|"))
         seeds = ",".join(str(r["seed"]) for r in rows)
         each = ", ".join(f"{r['mean']:.2f}" for r in rows)
         wall = ", ".join(f"{r['seconds']:.0f}" for r in rows if r.get("seconds"))
-        lines.append(f"| {NAMES.get(partition, partition)} | {method} | {hyper} | {seeds} | {each} | "
+        lines.append(f"| {dataset} " * named
+                     + f"| {NAMES.get(partition, partition)} | {method} | {hyper} | {seeds} | {each} | "
                      f"{_pm([r['mean'] for r in rows])} | "
                      f"{paper('waffle-ibp:table1', dataset, partition, method, 'mean')} | {wall} |")
     return "\n".join(lines)
 
 
 def table1(groups: dict[str, list[dict[str, Any]]]) -> str:
-    lines = ["| method | hyperparameters | seeds | majority | minority | gap | variance |",
-             "|---|---|---|---|---|---|---|"]
+    named = several_datasets(groups)
+    lines = ["| dataset " * named + "| method | hyperparameters | seeds | majority | minority | gap | variance |",
+             "|---" * named + "|---|---|---|---|---|---|---|"]
     for setting, rows in groups.items():
         method, dataset, partition, _, _, hyper = (c.strip() for c in setting.split("|"))
         if partition != "multimodal":
@@ -72,7 +80,7 @@ def table1(groups: dict[str, list[dict[str, Any]]]) -> str:
                  f"({paper('waffle-ibp:table2', dataset, partition, method, k)})"
                  for k in ("majority", "minority", "gap", "variance")]
         seeds = ",".join(str(r["seed"]) for r in rows)
-        lines.append(f"| {method} | {hyper} | {seeds} | " + " | ".join(cells) + " |")
+        lines.append(f"| {dataset} " * named + f"| {method} | {hyper} | {seeds} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
