@@ -82,20 +82,15 @@ def _who(entries: list[Entry]) -> tuple[str, int]:
 def _differences(m: Reading, entries: list[Entry]) -> str:
     """By how much, on the first screen: each difference for one or two entries; for more, the
     one nearest the reference and the farthest (every one is in the sentences below)."""
-    diffs = [e for e in entries if e.diff is not None]
-    if len(diffs) <= 2:
-        shown = [f"{e.name}: " * (len(diffs) > 1) + f"difference {_signed(m, e.diff.interval)}"
-                 for e in diffs if e.diff is not None]
+    pairs = [(e, e.diff.interval) for e in entries if e.diff is not None]
+    if len(pairs) <= 2:
+        shown = [f"{e.name}: " * (len(pairs) > 1) + f"difference {_signed(m, d)}" for e, d in pairs]
         return f" ({'; '.join(shown)})" if shown else ""
-    ordered = sorted(diffs, key=lambda e: abs(e.diff.interval.mean) if e.diff else 0.0)
-    near, far = ordered[0], ordered[-1]
-    assert near.diff is not None and far.diff is not None
-    one = _who(entries)[1] == 1  # then the method is named already: the reconstruction says which
-
-    def name(e: Entry) -> str:
-        return e.reconstruction if one else e.name
-    return (f" (differences from {_signed(m, near.diff.interval)}, {name(near)}, "
-            f"to {_signed(m, far.diff.interval)}, {name(far)})")
+    ordered = sorted(pairs, key=lambda p: abs(p[1].mean))
+    (near, d_near), (far, d_far) = ordered[0], ordered[-1]
+    one = len({e.method for e in entries}) == 1  # then the method is named already: the reconstruction says which
+    near_name, far_name = (e.reconstruction if one else e.name for e in (near, far))
+    return f" (differences from {_signed(m, d_near)}, {near_name}, to {_signed(m, d_far)}, {far_name})"
 
 
 def _outcome(kind: str, ref: str, entries: list[Entry]) -> str:
