@@ -55,15 +55,23 @@ class LayerPrior:
     kappa: float          # fine-tuning threshold on pi
     upper: torch.Tensor   # (F, F), ones on and above the diagonal: x @ upper = cumsum(x)
     lower: torch.Tensor   # its transpose: x @ lower = the reverse cumulative sum
-    zero: torch.Tensor    # 0-d zero and one of the parameters' dtype (no scalar tensors per step)
+    # 0-d constants of the parameters' dtype: a Python float meeting a tensor is wrapped and
+    # converted to that dtype on every call (~4 us each, ~10 a step); these are converted once
+    zero: torch.Tensor
     one: torch.Tensor
+    euler: torch.Tensor
+    neg_alpha: torch.Tensor
+    log_v_min: torch.Tensor
 
     @classmethod
     def of(cls, alpha: float, scale: float, kl_b: str, kappa: float, like: torch.Tensor) -> LayerPrior:
         f = like.shape[-1]
         upper = torch.ones(f, f, dtype=like.dtype, device=like.device).triu()
-        zero = torch.zeros((), dtype=like.dtype, device=like.device)
-        return cls(alpha, scale, kl_b, kappa, upper, upper.t().contiguous(), zero, zero + 1.0)
+        def const(value: float) -> torch.Tensor:
+            return torch.tensor(value, dtype=like.dtype, device=like.device)
+
+        return cls(alpha, scale, kl_b, kappa, upper, upper.t().contiguous(), const(0.0), const(1.0),
+                   const(ibp.EULER_GAMMA), const(-alpha), const(LOG_V_MIN))
 
 
 class SelectionStep:
@@ -112,11 +120,11 @@ class SelectionStep:
         if prior.kl_b == "concrete":  # dKL/dq = k (1 - 2 s_p) = -dKL/dp_logit
             m = torch.addcmul(k, k, torch.sigmoid(self.p_logit - self.qn), value=-2.0)
             g_q.add_(m)
-            g_pp = m.div_(self.p_c - 1.0)  # dKL/dp_logit * dp_logit/dp * p
+            g_pp = m.div_(self.p_c - prior.one)  # dKL/dp_logit * dp_logit/dp * p
         else:  # exact Bernoulli KL given v: d/dq = q(1-q)(q_logit - p_logit), d/dp_logit = p - q
             pq = torch.sigmoid(self.q)
             g_q.add_(k * torch.ops.aten.sigmoid_backward(self.q - self.p_logit, pq))
-            g_pp = (k * (torch.sigmoid(self.p_logit) - pq)).div_(torch.rsub(self.p_c, 1.0))
+            g_pp = (k * (torch.sigmoid(self.p_logit) - pq)).div_(prior.one - self.p_c)
         if self.tuning is not None:
             g_q.add_(torch.where(self.tuned_on, torch.ops.aten.sigmoid_backward(g_b, self.pi), zero))
         torch.where(self.q_kept, g_q, zero, out=out[0])
@@ -127,25 +135,26 @@ class SelectionStep:
     def _sticks_and_kl(self, g_pp: torch.Tensor, out: torch.Tensor) -> None:
         """d/d(log c, log d): back from p through pi = prod v and the Kumaraswamy draw, plus
         k times the Kumaraswamy-Beta KL's own derivatives."""
-        zero = self.prior.zero
-        g_log_v = torch.where(self.ratio >= LOG_V_MIN, g_pp @ self.prior.lower, zero)
+        prior = self.prior
+        zero = prior.zero
+        g_log_v = torch.where(self.ratio >= prior.log_v_min, g_pp @ prior.lower, zero)
         g_inner = torch.where(self.inner_c == self.inner,
                               g_log_v / (self.c * self.inner_c), zero)  # log v = log(inner) / c
         grads = self._kl_log_cd().mul_(self.k)
         grads[0].addcmul_(g_log_v, self.ratio, value=-1.0)  # c d(log v)/dc = -log v
-        grads[1].addcmul_(g_inner.mul_(torch.rsub(self.inner, 1.0)), self.t)  # d d(inner)/dd
+        grads[1].addcmul_(g_inner.mul_(prior.one - self.inner), self.t)  # d d(inner)/dd
         torch.where(self.cd_kept, grads, zero, out=out)
 
     def _kl_log_cd(self) -> torch.Tensor:
         """(c dKL/dc, d dKL/dd) of KL(Kumaraswamy(c, d) || Beta(alpha, 1))
         (`ibp.kumaraswamy_beta_kl`): alpha B / c + 1 with B = -gamma - psi(d) - 1/d, and
         (1 - alpha / c)(1/d - d psi'(d)) + 1 - 1/d."""
-        alpha = self.prior.alpha
+        prior = self.prior
         inv_c, inv_d = self.cd.reciprocal().unbind(0)
         out = torch.empty_like(self.cd)
-        minus_b = torch.digamma(self.d).add_(inv_d).add_(ibp.EULER_GAMMA)
-        torch.addcmul(self.prior.one, minus_b, inv_c, value=-alpha, out=out[0])
+        minus_b = torch.digamma(self.d).add_(inv_d).add_(prior.euler)
+        torch.addcmul(prior.one, minus_b, inv_c, value=-prior.alpha, out=out[0])
         shrink = torch.addcmul(inv_d, self.d, torch.polygamma(1, self.d), value=-1.0)
-        torch.addcmul(torch.rsub(inv_d, 1.0), inv_c.mul(-alpha).add_(1.0), shrink,
+        torch.addcmul(prior.one - inv_d, inv_c.mul(prior.neg_alpha).add_(prior.one), shrink,
                       out=out[1])
         return out

@@ -121,7 +121,10 @@ class IBPRun:
         """Temperature, KL weight and fine-tuning flags of every step, in one go."""
         spec, n = self.spec, len(col)
         tau = spec.temperature(consts, col)
-        self.taus = tau.unsqueeze(-1).unbind(0) if isinstance(tau, torch.Tensor) else [tau] * n
+        if isinstance(tau, torch.Tensor):
+            self.taus: list[torch.Tensor] | tuple[torch.Tensor, ...] = tau.unsqueeze(-1).unbind(0)
+        else:  # 0-d: a Python float would be converted to the dtype on every division
+            self.taus = [torch.tensor(tau, dtype=dtype, device=consts["n_train"].device)] * n
         k = consts["n_train"].to(dtype).reciprocal().unsqueeze(-1)
         if spec.kl_weight != 1.0:
             k = k * spec.kl_weight
@@ -152,7 +155,7 @@ class IBPRun:
         x = self.x.index_select(0, rows).view(a, -1, self.x.shape[1])
         tau, k, tuning = self.taus[s], self.ks[s], self.tuning[s]
         if not whole:
-            tau = tau[:a] if isinstance(tau, torch.Tensor) and len(tau) > 1 else tau
+            tau = tau[:a] if tau.dim() and len(tau) > 1 else tau
             k, tuning = k[:a], tuning[:a] if tuning is not None else None
         selections = {}
         for layer, (logistic, log_1mu_v) in self.noise.items():
