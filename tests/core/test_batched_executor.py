@@ -15,14 +15,14 @@ import torch
 from fedattack.data import load_dataset
 from fedattack.data.partition import make_partition
 from fedattack.federation.executor_plugins._mlp_fast import mlp_layers
-from fedattack.federation.executor_plugins._stacked import bulk_draws_match, draw_steps
+from fedattack.federation.executor_plugins._stacked import bulk_draws_match, draw_steps, step_grid
 from fedattack.federation.executor_plugins.batched import BatchedExecutor
 from fedattack.federation.executors import ClientJob, make_executor
 from fedattack.federation.loop import client_data
 from fedattack.federation.train import build_target
 from fedattack.registry import TARGETS
 from fedattack.target import ClientContext, Recipe, Target
-from fedattack.training import draw_noise, sequential_train
+from fedattack.training import draw_noise, epoch_orders, sequential_train, step_batches
 from tests.conftest import run_rounds, tiny_spec
 
 SPEC = tiny_spec(num_clients=4, fraction=1.0, rounds=2, recipe=Recipe(epochs=2, batch_size=8, lr=0.1))
@@ -163,3 +163,15 @@ def test_a_batchable_method_cannot_write_its_own_client_update() -> None:
         class Sneaky(Target):  # noqa: F841 - the class statement itself must fail
             def client_update(self, down, private, data, ctx):  # type: ignore[no-untyped-def]
                 return down, private
+
+
+@pytest.mark.parametrize("n,epochs,batch", [(510, 5, 10), (33, 2, 5), (7, 3, 10), (10, 2, 10), (1, 2, 4), (0, 2, 4)])
+def test_step_grid_holds_the_sequential_loops_batches(n: int, epochs: int, batch: int) -> None:
+    """The batched plan's rows, built from whole epochs at once, are the sequential loop's
+    batches in order (short last batches included), padded with -1."""
+    grid = step_grid(epoch_orders(n, epochs, 3, 2, 1), batch)
+    steps = step_batches(n, epochs, batch, 3, 2, 1)
+    assert len(grid) == len(steps)
+    for row, idx in zip(grid, steps):
+        assert torch.equal(row[row >= 0], idx)
+        assert bool((row[len(idx):] == -1).all())

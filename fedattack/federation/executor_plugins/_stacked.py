@@ -15,7 +15,6 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch.func import grad, vmap
-from torch.nn.utils.rnn import pad_sequence
 
 from fedattack import optim
 from fedattack.federation.executor_plugins._cnn_fast import cnn_spec, cnn_steps
@@ -24,7 +23,7 @@ from fedattack.federation.executor_plugins._mlp_fast import mlp_layers, mlp_step
 from fedattack.federation.executor_plugins._proximal import Pull, anchors, first, pull_strength
 from fedattack.rng import generator
 from fedattack.target import ClientContext, LocalData, LocalProblem, State, Target
-from fedattack.training import Batch, draw_noise, step_batches
+from fedattack.training import Batch, draw_noise, epoch_orders
 
 
 @dataclass
@@ -62,32 +61,43 @@ def signature(req: TrainRequest) -> tuple:
 def plan_steps(reqs: list[TrainRequest]) -> StepPlan:
     """The sequential loop's batch order for every client, padded to the widest batch."""
     recipe = reqs[0].target.recipe
-    steps = [step_batches(r.data.size, recipe.epochs, recipe.batch_size, r.ctx.seed, r.ctx.round,
-                          r.ctx.client) for r in reqs]
-    order = sorted(range(len(reqs)), key=lambda i: -len(steps[i]))
-    total = len(steps[order[0]])
-    width = max([len(idx) for s in steps for idx in s] or [1])
+    grids = [step_grid(epoch_orders(r.data.size, recipe.epochs, r.ctx.seed, r.ctx.round, r.ctx.client),
+                       recipe.batch_size) for r in reqs]
+    order = sorted(range(len(reqs)), key=lambda i: -len(grids[i]))
+    total = len(grids[order[0]])
+    width = max([int((g >= 0).sum(1).max()) for g in grids if len(g)] or [1])
     rows = torch.zeros(total, len(reqs), width, dtype=torch.long)
     weights = torch.zeros(total, len(reqs), width)
     offset = 0
     for col, i in enumerate(order):
-        if steps[i]:
-            r, w = client_rows(steps[i], width)
+        if len(grids[i]):
+            r, w = client_rows(grids[i], width)
             rows[:len(r), col], weights[:len(w), col] = r + offset, w
         offset += reqs[i].data.size
-    active = [sum(len(steps[i]) > s for i in order) for s in range(total)]
-    counts = [len(steps[i]) for i in order]
+    active = [sum(len(grids[i]) > s for i in order) for s in range(total)]
+    counts = [len(grids[i]) for i in order]
     return StepPlan(order, rows, weights, active, counts)
 
 
-def client_rows(steps: list[torch.Tensor], width: int) -> tuple[torch.Tensor, torch.Tensor]:
+def step_grid(orders: list[torch.Tensor], batch_size: int) -> torch.Tensor:
+    """`step_batches` as one (steps, batch_size) tensor, short batches padded with -1: each
+    epoch's order padded to whole batches and viewed as rows, instead of a slice per step
+    (a client's few hundred slices cost more than its share of a round's arithmetic)."""
+    if not orders or not len(orders[0]):
+        return torch.zeros(0, batch_size, dtype=torch.long)
+    n = len(orders[0])
+    per_epoch = -(-n // batch_size)
+    padded = F.pad(torch.stack(orders), (0, per_epoch * batch_size - n), value=-1)
+    return padded.view(len(orders) * per_epoch, batch_size)
+
+
+def client_rows(grid: torch.Tensor, width: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(steps, width) sample rows, short batches padded with their first row, and their weights.
 
     Weights are 1/len of the step's batch, computed like the sequential loop's (in double,
     then rounded to float32), and zero on padding.
     """
-    rows = pad_sequence(steps, batch_first=True, padding_value=-1)
-    rows = F.pad(rows, (0, width - rows.shape[1]), value=-1)
+    rows = F.pad(grid[:, :width], (0, max(width - grid.shape[1], 0)), value=-1)
     valid = rows >= 0
     weights = (valid.double() / valid.sum(1, keepdim=True)).float()
     return torch.where(valid, rows, rows[:, :1]), weights
