@@ -197,9 +197,16 @@ def proximal_pull(target: Target, ordered: list[TrainRequest], device: torch.dev
     return mu, stack([anchors(r.problem) for r in ordered], device)
 
 
+def hand_written_step(target: Target, problem: LocalProblem) -> str | None:
+    """Which hand-written step (no vmap) trains this target's problem: mlp, ibp, cnn or None."""
+    for kind, found in (("mlp", mlp_layers), ("ibp", ibp_spec), ("cnn", cnn_spec)):
+        if found(target, problem) is not None:
+            return kind
+    return None
+
+
 def hand_written(target: Target, problem: LocalProblem) -> bool:
-    """Whether a hand-written step (no vmap) trains this target's problem."""
-    return any(found(target, problem) is not None for found in (mlp_layers, ibp_spec, cnn_spec))
+    return hand_written_step(target, problem) is not None
 
 
 def vmap_steps(target: Target, plan: StepPlan, params: State, consts: State, noise: State,

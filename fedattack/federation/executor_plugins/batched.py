@@ -24,11 +24,10 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 
 from fedattack.federation.executor_plugins._evaluate import InputCache, evaluate_clients
-from fedattack.federation.executor_plugins._ibp_fast import ibp_spec
-from fedattack.federation.executor_plugins._mlp_fast import mlp_layers
 from fedattack.federation.executor_plugins._stacked import (
     TrainRequest,
     hand_written,
+    hand_written_step,
     signature,
     train_stacked,
 )
@@ -97,11 +96,11 @@ class BatchedExecutor:
     def _chunks(self, requests: list[TrainRequest], members: list[int]) -> list[list[int]]:
         """Split one stackable group into near-equal chunks (see CPU_MLP_GROUP and cpu_workers)."""
         first = requests[members[0]]
-        fast = self.fast and hand_written(first.target, first.problem)
-        group = CPU_MLP_GROUP if mlp_layers(first.target, first.problem) else CPU_IBP_GROUP
-        cap = self.group_size or (group if fast and self.device.type == "cpu" else len(members))
-        threads = self.cpu_workers() if fast else 1
-        if fast and ibp_spec(first.target, first.problem) is not None:
+        kind = hand_written_step(first.target, first.problem) if self.fast else None
+        group = CPU_MLP_GROUP if kind == "mlp" else CPU_IBP_GROUP
+        cap = self.group_size or (group if kind and self.device.type == "cpu" else len(members))
+        threads = self.cpu_workers() if kind else 1
+        if kind == "ibp":
             threads = max(1, min(threads, len(members) // CPU_IBP_THREAD_MIN))
         parts = max(math.ceil(len(members) / cap), min(threads, len(members)))
         size = math.ceil(len(members) / parts)
