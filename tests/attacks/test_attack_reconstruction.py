@@ -53,6 +53,17 @@ def test_waffle_gets_factor_guesses_not_the_bare_uplink() -> None:
     assert "factors-inferred" not in only_up  # it needs the same round's downlink
 
 
+def test_auto_guesses_waffles_selection_with_the_strongest_measured_strategy() -> None:
+    """`auto` is what a default audit reports, so it must not be the guess that measured weakest
+    for membership (factors-inferred, 0.04-0.12 AUC below factors-all-on; see the module
+    docstring of attacks/reconstruction/waffle.py)."""
+    target = make("waffle-ibp")
+    (auto,) = resolve("auto", target, UP_DOWN, deployed_only=False)
+    assert auto.name == "factors-all-on"
+    order = [s.name for s in resolve("all", target, UP_DOWN, deployed_only=False)]
+    assert order.index("factors-all-on") < order.index("factors-inferred")
+
+
 def test_two_means_finds_the_upper_cluster() -> None:
     values = torch.tensor([0.1, 5.0, 0.2, 4.8, 0.15, 5.2])
     assert two_means_high(values).tolist() == [0, 1, 0, 1, 0, 1]
