@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,13 @@ from fedattack.wire import SERVER, Message
 torch.set_num_threads(1)
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
+
+# A runner that starts the suite as a background job of a non-interactive shell (`cmd &`, as
+# nohup scripts do) hands it SIGINT ignored, and every command a test starts inherits that, so
+# the interrupt tests would test the runner instead of fedattack's Ctrl-C. Python's default
+# handler here, which children exec'd from this process get back as the default disposition.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
