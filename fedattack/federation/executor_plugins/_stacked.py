@@ -65,7 +65,8 @@ def plan_steps(reqs: list[TrainRequest]) -> StepPlan:
                        recipe.batch_size) for r in reqs]
     order = sorted(range(len(reqs)), key=lambda i: -len(grids[i]))
     total = len(grids[order[0]])
-    width = max([int((g >= 0).sum(1).max()) for g in grids if len(g)] or [1])
+    # the widest batch: a client's first batch of an epoch holds min(batch_size, its samples)
+    width = max([min(recipe.batch_size, r.data.size) for r, g in zip(reqs, grids) if len(g)] or [1])
     rows = torch.zeros(total, len(reqs), width, dtype=torch.long)
     weights = torch.zeros(total, len(reqs), width)
     offset = 0
@@ -97,7 +98,7 @@ def client_rows(grid: torch.Tensor, width: int) -> tuple[torch.Tensor, torch.Ten
     Weights are 1/len of the step's batch, computed like the sequential loop's (in double,
     then rounded to float32), and zero on padding.
     """
-    rows = F.pad(grid[:, :width], (0, max(width - grid.shape[1], 0)), value=-1)
+    rows = grid[:, :width]  # width <= batch_size: the columns cut hold only padding
     valid = rows >= 0
     weights = (valid.double() / valid.sum(1, keepdim=True)).float()
     return torch.where(valid, rows, rows[:, :1]), weights
