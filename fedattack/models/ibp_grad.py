@@ -30,6 +30,11 @@ import torch
 from fedattack.models import ibp
 
 LOG_V_MIN = math.log(1e-7)  # `ibp.stick_breaking_log_probs` clamps v at 1e-7
+# log pi is floored here before its exponential: below about -87 exp's float32 result is
+# subnormal, and subnormals cost ~10x in exp and in what reads them (measured: 16 us of a
+# ~200 us selection). pi is clamped at PROB_EPS = e^-6.9 right after and its gradient masked
+# there, so any floor below that changes no result, only the cost
+LOG_P_MIN = -30.0
 
 
 @dataclass
@@ -106,7 +111,7 @@ class SelectionStep:
         self.inner = torch.expm1(self.t).neg_()  # 1 - (1 - u)^(1/d)
         self.inner_c = self.inner.clamp_min(1e-30)
         self.ratio = torch.log(self.inner_c).div_(self.c)  # log v
-        self.p = torch.exp(self.ratio.clamp_min(LOG_V_MIN) @ prior.upper)
+        self.p = torch.exp((self.ratio.clamp_min(LOG_V_MIN) @ prior.upper).clamp_min_(LOG_P_MIN))
         self.p_c = self.p.clamp(ibp.PROB_EPS, 1.0 - ibp.PROB_EPS)
         self.p_logit = torch.logit(self.p_c)
 

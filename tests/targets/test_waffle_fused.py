@@ -4,6 +4,7 @@ sequential executor under both recipes, and is deterministic whatever the groupi
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -175,3 +176,30 @@ def test_waffle_stacks_train_in_threads_only_when_each_gets_enough_clients(clien
         torch.set_num_threads(before)
     assert sizes["waffle"] == chunks
     assert len(sizes["fedavg"]) >= 2 and sum(sizes["fedavg"]) == clients
+
+
+def test_floor_on_log_pi_changes_no_bit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`ibp_grad.LOG_P_MIN` keeps exp's results out of the subnormals; pi is clamped to
+    PROB_EPS after it, so the floor must leave b and every gradient as they were without it.
+    Sticks of 120 small v take log pi far below the floor (and below float32's subnormal edge)."""
+    from fedattack.models import ibp_grad
+
+    gen = torch.Generator().manual_seed(0)
+    c, f = 4, 120
+    sel = torch.randn(3, c, f, generator=gen)
+    sel[1] -= 2.0  # small c: small v, steep sticks
+    logistic, log_1mu_v = torch.randn(c, f, generator=gen), -torch.rand(c, f, generator=gen)
+    k, g_b = torch.full((c, 1), 1e-3), torch.randn(c, f, generator=gen)
+
+    def step() -> tuple[torch.Tensor, torch.Tensor, float]:
+        prior = ibp_grad.LayerPrior.of(5.0, 1.0, "concrete", 0.0, sel[0])
+        s = ibp_grad.SelectionStep(sel, logistic, log_1mu_v, torch.tensor(2 / 3), k, prior, None)
+        out = torch.empty_like(sel)
+        s.grads(g_b, out)
+        return s.b, out, float((s.ratio.clamp_min(ibp_grad.LOG_V_MIN) @ prior.upper).min())
+
+    b, grads, lowest = step()
+    assert lowest < -100  # the floor is reached
+    monkeypatch.setattr(ibp_grad, "LOG_P_MIN", -math.inf)
+    b0, grads0, _ = step()
+    assert torch.equal(b, b0) and torch.equal(grads, grads0)
