@@ -154,12 +154,16 @@ def privacy_utility_figure(results: list[LoadedResult], tables: list[Table], out
     if not panels:
         return []
     n = len(panels)
-    shape, size = ((n, 1), (5.6, 3.8 * n)) if stacked else ((1, n), (5.6 * n, 4.6))
-    fig, axes = plt.subplots(*shape, figsize=size, squeeze=False)
+    shape, size = ((n, 1), (5.6, 3.8 * n + 0.8)) if stacked else ((1, n), (5.6 * n, 5.2))
+    # constrained: the one legend goes below the panels, where it cannot cover a point
+    fig, axes = plt.subplots(*shape, figsize=size, squeeze=False, layout="constrained")
     methods = sorted({row.key[1] for t, _ in panels for row in t.rows})
     styles = dict(zip(methods, series_styles(len(methods))))
+    threats = sorted({row.key[2] for t, _ in panels for row in t.rows}, key=lambda t: ("upper bound" in t, t))
+    marks = {t: MARKERS[i % len(MARKERS)] for i, t in enumerate(threats)}
     for ax, (table, metric) in zip(axes.flat, panels):
-        _privacy_panel(ax, results, table, metric, styles)
+        _privacy_panel(ax, results, table, metric, styles, marks)
+    _legend(fig, styles, marks)
     path = out / "privacy-utility.png"
     _save(fig, path)
     return [(path, ("Attack success (its headline metric) against utility: colour = method, marker = threat "
@@ -169,9 +173,7 @@ def privacy_utility_figure(results: list[LoadedResult], tables: list[Table], out
 
 
 def _privacy_panel(ax: plt.Axes, results: list[LoadedResult], table: Table, metric: str,
-                   styles: dict[str, dict[str, Any]]) -> None:
-    threats = sorted({row.key[2] for row in table.rows}, key=lambda t: ("upper bound" in t, t))
-    marks = {t: MARKERS[i % len(MARKERS)] for i, t in enumerate(threats)}
+                   styles: dict[str, dict[str, Any]], marks: dict[str, str]) -> None:
     limits = value_range(metric, results)
     several_data = len({row.key[0] for row in table.rows}) > 1  # then a point names its data
     notes = []
@@ -191,7 +193,6 @@ def _privacy_panel(ax: plt.Axes, results: list[LoadedResult], table: Table, metr
         if note:
             notes.append((note, utility.mean, privacy.mean))
     place_labels(ax, notes)
-    _legend(ax, {m: s for m, s in styles.items() if any(r.key[1] == m for r in table.rows)}, marks)
     ax.set_xlabel("mean local test accuracy of the attacked federation (%)")
     ax.set_ylabel(f"{table.title}: {table.label(metric)}")
     ax.set_title(f"{table.title}: privacy against utility")
@@ -206,16 +207,19 @@ def _utility(results: list[LoadedResult], attack: str, key: tuple[str, ...]) -> 
     return Stat.of(run.utility.get("mean", float("nan")) for run in runs.values())
 
 
-def _legend(ax: plt.Axes, styles: dict[str, dict[str, Any]], marks: dict[str, str]) -> None:
+def _legend(fig: plt.Figure, styles: dict[str, dict[str, Any]], marks: dict[str, str]) -> None:
+    """One legend for every panel (they share colours and markers), outside the axes: inside,
+    `loc="best"` still covered points when the panel had no empty corner."""
     from matplotlib.lines import Line2D
     handles = [Line2D([], [], color=s["color"], marker="o", ls=s["ls"], label=m) for m, s in styles.items()]
     handles += [Line2D([], [], color="black", marker=k, ls="", label=t, mfc="none" if "upper bound" in t else "black")
                 for t, k in marks.items()]
-    ax.legend(handles=handles, fontsize=7, loc="best", ncol=1 if len(handles) <= 14 else 2)
+    fig.legend(handles=handles, fontsize=7, loc="outside lower center", ncol=min(len(handles), 4))
 
 
 def _save(fig: plt.Figure, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
+    if fig.get_layout_engine() is None:
+        fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
