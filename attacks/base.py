@@ -23,6 +23,7 @@ from torchvision.utils import save_image
 from fedattack.attacks.reconstruction.base import Reconstructed, Reconstructor
 from fedattack.attacks.truth import GroundTruth
 from fedattack.attacks.view import Knowledge, Observation, View
+from fedattack.provenance import software
 from fedattack.registry import ATTACKS, UserError
 from fedattack.results import AttackResult, Metric, metric_table
 from fedattack.rng import generator
@@ -77,7 +78,7 @@ class ResultContext:
         return out if self.reconstruction is None else {**out, "reconstruction": self.reconstruction}
 
     def extra(self) -> dict[str, Any]:
-        out = {"threat_model": self.threat_model, "knowledge": self.knowledge}
+        out = {"threat_model": self.threat_model, "knowledge": self.knowledge, "software": software()}
         return out if self.observation is None else {**out, "observation": self.observation}
 
 

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
-import fedattack
+from fedattack import provenance
 from fedattack.reports import document as doc
 from fedattack.reports.aggregate import Row, Stat, Table, attack_tables, utility_table
-from fedattack.reports.collect import Inputs, collect
+from fedattack.reports.collect import Inputs, LoadedResult, collect
 from fedattack.reports.compare import comparison
 from fedattack.reports.figures import privacy_utility_figure, roc_figures
 from fedattack.reports.inversion_grid import inversion_figures
@@ -66,10 +67,38 @@ def build_report(paths: Sequence[str | Path], out: str | Path, papers: Iterable[
 def _summary(inputs: Inputs) -> str:
     attacks = sorted({r.result.attack for r in inputs.results})
     return (f"{len(inputs.results)} attack result(s) ({', '.join(attacks) or 'none'}) on {len(inputs.runs)} "
-            f"federation(s); fedattack {fedattack.__version__}. Each cell is the mean ± the standard "
+            f"federation(s). {software_note(inputs)} Each cell is the mean ± the standard "
             "deviation (population, ddof=0) over the n seeds and victims of its row; rates are in percent. "
             "A threat model marked 'upper bound' (the oracle) was given the victim's private state on "
             "purpose and is not a realistic adversary.")
+
+
+def software_note(inputs: Inputs) -> str:
+    """What made the runs and results: one line when it was one version, and a warning when not
+    (an experiment rerun after an upgrade reuses the cells the old version made)."""
+    runs = provenance.distinct(r.software for r in inputs.runs if r.path is not None)
+    results = provenance.distinct(_result_software(r) for r in inputs.results)
+    unknown = provenance.comparable(None)
+
+    def count(found: dict[tuple[str, ...], tuple[Any, int]], key: tuple[str, ...]) -> int:
+        return found.get(key, (None, 0))[1]
+
+    keys = [k for k in dict.fromkeys([*runs, *results]) if k != unknown]
+    parts = [f"{provenance.describe((runs.get(k) or results[k])[0])} "
+             f"({count(runs, k)} run(s), {count(results, k)} result(s))" for k in keys]
+    unrecorded = count(runs, unknown) + count(results, unknown)
+    old = f" {unrecorded} run(s) or result(s) predate the recording of software." if unrecorded else ""
+    built = f"This report: {provenance.describe(provenance.software())}."
+    if len(keys) <= 1:
+        return f"Made by {parts[0] if parts else 'unrecorded software'}.{old} {built}"
+    return (f"**Made by {len(keys)} different versions of the software**: {'; '.join(parts)}. Their numbers "
+            "may differ for that reason alone: rerunning an experiment reuses the cells an earlier "
+            f"version made; remove those folders (or use a new --out) to recompute them.{old} {built}")
+
+
+def _result_software(r: LoadedResult) -> dict[str, Any] | None:
+    software = r.result.extra.get("software")
+    return software if isinstance(software, dict) else None
 
 
 def _table_blocks(heading: str | None, tables: list[Table], out: Path) -> list[doc.Block]:

@@ -68,6 +68,11 @@ def run_named(name_or_file: str, out: str | None, data_root: str | None, downloa
     click.echo(f"done in {summary.seconds:.0f}s: trained {summary.trained} federation(s) "
                f"(reused {summary.reused_runs}), ran {summary.evaluated} evaluation(s) "
                f"(reused {summary.reused_results})")
+    if summary.other_software:
+        from fedattack.provenance import describe, software
+
+        click.echo(f"warning: {summary.other_software} reused cell(s) were made by other software than this "
+                   f"({describe(software())}); remove them, or use a new --out, to recompute them")
     return summary
 
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
+from fedattack import provenance
 from fedattack.atomic import staged_dir, write_json, write_text
 from fedattack.experiments.backends import Backend, CellFailed, Outcome, Task, make_backend, run_tasks
 from fedattack.experiments.plan import EvalJob, FederationJob, Plan, canonical, plan
@@ -35,6 +36,7 @@ from fedattack.federation.claim import PidLock
 from fedattack.federation.spec import FederationSpec
 from fedattack.federation.storage import verify
 from fedattack.federation.train import train_federation
+from fedattack.provenance import software
 from fedattack.registry import UserError
 
 Trainer = Callable[..., Path]                                  # train_federation's signature
@@ -48,6 +50,7 @@ class Summary:
     reused_runs: int = 0
     evaluated: int = 0
     reused_results: int = 0
+    other_software: int = 0  # reused cells made by another version of fedattack, torch or Python
     seconds: float = 0.0
     report: Path | None = None
     notes: list[str] = field(default_factory=list)
@@ -135,7 +138,21 @@ def evaluate_cell(evaluate: Evaluator, job: EvalJob, run: Path, final: Path) -> 
     clear_cell(final)
     with staged_dir(final) as tmp:
         evaluate(job, run, tmp)
-        write_json(tmp / "cell.json", job.record())
+        write_json(tmp / "cell.json", {**job.record(), "software": software()})
+
+
+def _made_by_other(record: Path, key: str, summary: Summary) -> str:
+    """'' when the reused cell was made by this software; else what made it, for its line (and
+    counted for the summary): a cell's address does not change with the code."""
+    try:
+        recorded = json.loads(record.read_text()).get(key)
+    except (OSError, ValueError, AttributeError):
+        recorded = None
+    recorded = recorded if isinstance(recorded, dict) else None
+    if provenance.comparable(recorded) == provenance.comparable(software()):
+        return ""
+    summary.other_software += 1
+    return f" (made by {provenance.describe(recorded)})"
 
 
 def _train_tasks(jobs: Plan, out: Path, train: Trainer, data_root: str | None, download: bool, bars: bool,
@@ -147,7 +164,7 @@ def _train_tasks(jobs: Plan, out: Path, train: Trainer, data_root: str | None, d
                  f"({fed.partition_label}, seed {fed.spec.seed}) {fed.ident}")
         if is_complete_run(path, fed.spec):
             summary.reused_runs += 1
-            echo(f"{label}: done before, reusing {path}")
+            echo(f"{label}: done before, reusing {path}{_made_by_other(path / 'federation.json', 'versions', summary)}")
             continue
         clear_cell(path)
         work = partial(train_cell, train, fed.spec, path, data_root, download, bars)
@@ -165,7 +182,7 @@ def _eval_tasks(jobs: Plan, out: Path, evaluate: Evaluator, summary: Summary,
                  f"{spec.method}/{spec.dataset} (run seed {spec.seed}, attack seed {job.seed}) {job.ident}")
         if final.is_dir():
             summary.reused_results += 1
-            echo(f"{label}: done before")
+            echo(f"{label}: done before{_made_by_other(final / 'cell.json', 'software', summary)}")
             continue
         clear_cell(final)
         work = partial(evaluate_cell, evaluate, job, run_dir(out, job.federation), final)

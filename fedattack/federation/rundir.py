@@ -25,6 +25,7 @@ from fedattack.data.types import ClientData, Partition
 from fedattack.federation import trust
 from fedattack.federation.claim import OutputClaim
 from fedattack.federation.storage import checksums, load_tensors, read_json, save_tensors, verify, write_json
+from fedattack.provenance import software
 from fedattack.registry import UserError
 
 if TYPE_CHECKING:
@@ -78,7 +79,7 @@ class RunWriter:
 
     def finish(self, manifest: dict[str, Any]) -> Path:
         """Seal the manifest with checksums and move the folder into place."""
-        manifest = {"schema_version": SCHEMA_VERSION, **manifest, "complete": True,
+        manifest = {"schema_version": SCHEMA_VERSION, "versions": software(), **manifest, "complete": True,
                     "files": checksums(self.tmp)}
         write_json(self.tmp / MANIFEST, manifest)
         self.claim.confirm()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import platform
 import time
 from pathlib import Path
 from typing import Any
@@ -11,7 +10,6 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-import fedattack
 from fedattack.data import load_dataset, normalization
 from fedattack.data.partition import make_partition
 from fedattack.data.types import Dataset, Partition
@@ -128,8 +126,6 @@ def describe(spec: FederationSpec, dataset: Dataset, partition: Partition, targe
                         "uplink": {k: list(v) for k, v in schema.uplink.items()}},
         "recording": recording,
         "utility": final,
-        "versions": {"fedattack": fedattack.__version__, "torch": torch.__version__,
-                     "python": platform.python_version()},
         "numerics": numerics(),
     }
 

@@ -109,3 +109,23 @@ def test_report_reads_only_this_experiments_outputs(tmp_path: Path) -> None:
     run(tmp_path, calls)
     assert all("stranger" not in str(p) for p in calls.inputs)
     assert len(calls.inputs) == 4 + 4
+
+
+def test_reused_cells_made_by_other_software_are_named(tmp_path: Path) -> None:
+    """A cell's address ignores the code, so a rerun after an upgrade reuses the old cells:
+    the runner says which of them another version made (cells it made itself say nothing)."""
+    run(tmp_path, Calls())
+    manifests = sorted((tmp_path / "runs").glob("*/federation.json"))
+    old = {"fedattack": "0.0.9", "torch": "2.0.0", "python": "3.10.0"}
+    manifest = json.loads(manifests[0].read_text())
+    manifests[0].write_text(json.dumps({**manifest, "versions": old}))
+    lines: list[str] = []
+    exp = parse(tomllib.loads(EXPERIMENT))
+    summary = run_experiment(exp, tmp_path, train=Calls().trainer, evaluate=Calls().evaluator,
+                             report=Calls().reporter, echo=lines.append, progress=False)
+    stale = [line for line in lines if "made by fedattack 0.0.9" in line]
+    assert len(stale) == 1 and manifests[0].parent.name in stale[0]
+    # the fake trainer records no software, so its other runs count as made by other software too;
+    # the evaluations were written by this runner's evaluate_cell, which records it
+    assert summary.other_software == 4
+    assert all("made by" not in line for line in lines if line.startswith("[attack"))

@@ -201,3 +201,31 @@ def test_labels_and_scales_come_from_the_results_declarations(tmp_path: Path) ->
     assert float(old["leak_rate_mean"]) == pytest.approx(0.25)
     text = (tmp_path / "r" / "report.md").read_text()
     assert "| records leaked (%) | aside | n |" in text and "| leak_rate | n |" in text
+
+
+def test_report_names_the_software_and_warns_when_it_differs(tmp_path: Path) -> None:
+    """One version: one line. Runs made by two versions (an experiment rerun after an upgrade
+    reuses old cells) are pointed out, with how many of each."""
+    make(tmp_path, with_inversion=False)
+    manifests = sorted((tmp_path / "runs").glob("*/federation.json"))
+    versions = {"fedattack": "0.1.0", "commit": "aaaaaaaaaaaa", "torch": "2.5.0", "python": "3.11.7"}
+
+    def stamp(files: list[Path], v: dict[str, str]) -> None:
+        for f in files:
+            f.write_text(json.dumps({**json.loads(f.read_text()), "versions": v}))
+
+    def summary_line() -> str:
+        build_report([tmp_path / "results"], tmp_path / "report", figures=False)
+        text = (tmp_path / "report" / "report.md").read_text()
+        return next(line for line in text.splitlines() if "federation(s)" in line)
+
+    stamp(manifests, versions)
+    line = summary_line()
+    assert f"Made by fedattack 0.1.0 (commit aaaaaaaaaaaa), torch 2.5.0, Python 3.11.7 ({len(manifests)} run(s)" in line
+    assert "predate the recording of software" in line  # the fake results record none
+    assert "different versions" not in line
+    stamp(manifests[:2], {**versions, "commit": "bbbbbbbbbbbb"})
+    line = summary_line()
+    assert "Made by 2 different versions of the software" in line
+    assert "(commit bbbbbbbbbbbb), torch 2.5.0, Python 3.11.7 (2 run(s), 0 result(s))" in line
+    assert f"(commit aaaaaaaaaaaa), torch 2.5.0, Python 3.11.7 ({len(manifests) - 2} run(s)" in line
