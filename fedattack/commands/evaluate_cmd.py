@@ -192,15 +192,29 @@ def remaining(spec: EvaluationSpec, fed: Federation, previous: list[Path]) -> Ev
     wanted = {(tm, a) for tm in names(spec.threat_models, THREAT_MODELS.names())
               for a in names(spec.attacks, ATTACKS.names())}
     done: dict[int, set[tuple[str, str]]] = {}
+    made: list[object] = []
     for path in previous:
         r = json.loads(path.read_text())
         done.setdefault(int(r["victim"]), set()).add((r["threat_model"], r["attack"]))
+        made.append((r.get("extra") or {}).get("software"))
     chosen = parse_victims(spec.victims, fed, spec.seed)
     todo = tuple(str(v) for v in chosen if not wanted <= done.get(v, set()))
     skipped = len(chosen) - len(todo)
     if skipped:
-        click.echo(f"resume: {skipped} victim(s) already evaluated in this folder, skipped")
+        click.echo(f"resume: {skipped} victim(s) already evaluated in this folder, skipped{_other_software(made)}")
     return replace(spec, victims=todo)
+
+
+def _other_software(made: list[object]) -> str:
+    """A note when results kept by --resume were made by other software than this one."""
+    from fedattack.provenance import comparable, describe, software
+
+    here = comparable(software())
+    other = [m for m in made if comparable(m if isinstance(m, dict) else None) != here]
+    if not other:
+        return ""
+    return (f"; {len(other)} of the results kept were made by other software than this "
+            f"({describe(software())}): --force recomputes them")
 
 
 def require_user_plugins(run_dir: Path, models: tuple[str, ...], datasets: tuple[str, ...]) -> None:

@@ -40,9 +40,19 @@ def test_non_empty_out_needs_resume_or_force(fedavg_run: Path, tmp_path: Path, m
     assert err.count("\n") == 0 and "--resume" in err and "--force" in err
     assert victims_in_summary(out) == ["membership-eavesdropper-decoded-victim1.json"]
 
-    first = (out / "membership-eavesdropper-decoded-victim1.json").stat().st_mtime_ns
+    kept = out / "membership-eavesdropper-decoded-victim1.json"
+    assert json.loads(kept.read_text())["extra"]["software"]["fedattack"]  # results say what made them
+    first = kept.stat().st_mtime_ns
+    assert evaluate(fedavg_run, out, "--victim", "1", "--resume", monkeypatch=monkeypatch) == 0
+    said = capsys.readouterr().out
+    assert "1 victim(s) already evaluated" in said and "other software" not in said
+    result = json.loads(kept.read_text())
+    result["extra"]["software"] = {"fedattack": "0.0.1", "torch": "2.0.0", "python": "3.10.0"}
+    kept.write_text(json.dumps(result))  # as if an earlier version had written it
+    first = kept.stat().st_mtime_ns
     assert evaluate(fedavg_run, out, "--victim", "1", "--victim", "4", "--resume", monkeypatch=monkeypatch) == 0
-    assert "1 victim(s) already evaluated" in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert "1 victim(s) already evaluated" in said and "1 of the results kept were made by other software" in said
     assert (out / "membership-eavesdropper-decoded-victim1.json").stat().st_mtime_ns == first  # skipped
     assert victims_in_summary(out) == ["membership-eavesdropper-decoded-victim1.json",
                                        "membership-eavesdropper-decoded-victim4.json"]
