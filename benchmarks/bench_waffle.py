@@ -15,6 +15,8 @@ them), timing `--rounds` rounds after one untimed warm-up round:
 - `batched-vmap`: the batched executor without hand-written steps (`BatchedExecutor(fast=False)`):
   every step `vmap(grad(local_loss))`, which is what WAFFLe ran before `_ibp_fast`;
 - `batched`: the batched executor as `--executor batched` runs it, WAFFLe through `_ibp_fast`.
+- `batched-native`: the same with WAFFLe's factor selection compiled to C (`--executor
+  batched-native`, opt-in: `fedattack.models.ibp_native`).
 
 Share of the ceiling: matrix-multiply FLOPs per client step (`torch.utils.flop_counter`) x
 client steps per second of wall time, over `torch.bmm`'s GFLOP/s at the MNIST MLP's shapes for
@@ -43,7 +45,7 @@ sys.path.insert(0, str(HERE))
 from bench_mnist import bmm_gflops, load  # noqa: E402
 
 METHOD = "waffle-ibp"
-RUNNERS = ("plain", "batched-vmap", "batched")
+RUNNERS = ("plain", "batched-vmap", "batched", "batched-native")
 RECIPES: dict[str, dict[str, Any]] = {
     "literal": {},
     "personalising": {"recipe": "ibp-wf", "optimizer": "adam-selection", "adam_lr": 0.03,
@@ -227,7 +229,7 @@ def main() -> None:
     p.add_argument("--runners", nargs="+", default=list(RUNNERS), choices=RUNNERS)
     p.add_argument("--full-rounds", type=int, default=100, help="rounds of the whole setting (0: skip)")
     p.add_argument("--full-executors", nargs="+", default=["batched-vmap", "batched"],
-                   choices=["batched-vmap", "batched"])
+                   choices=["batched-vmap", "batched", "batched-native"])
     p.add_argument("--recipe", choices=list(RECIPES), default="literal",
                    help="waffle-ibp's settings: the paper's literal recipe or the searched personalising one")
     p.add_argument("--inversion-victims", type=int, default=0,

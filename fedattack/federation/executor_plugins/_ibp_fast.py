@@ -32,6 +32,7 @@ import torch.nn.functional as F
 
 from fedattack import optim
 from fedattack.models.ibp_grad import LayerPrior, SelectionNoise, SelectionStep
+from fedattack.models.ibp_native import NativeSelection
 from fedattack.target import LocalProblem, State, Target
 
 SELECTION = ("pi_logit", "log_c", "log_d")  # a factorised layer's private parameters, packed in this order
@@ -65,11 +66,12 @@ def ibp_spec(target: Target, problem: LocalProblem) -> IBPStepSpec | None:
 
 def ibp_steps(target: Target, spec: IBPStepSpec, active: list[int], params: State, consts: State,
               noise: State, x: torch.Tensor, y: torch.Tensor, rows: torch.Tensor,
-              weights: torch.Tensor) -> None:
-    """Every local step of the stacked clients (a prefix `active[s]` at step s), in place."""
+              weights: torch.Tensor, native: bool = False) -> None:
+    """Every local step of the stacked clients (a prefix `active[s]` at step s), in place;
+    `native`: the factor selection compiled to C (`ibp_native`) where the tensors allow it."""
     x = target.normalized(x)  # the step reads x itself, not through forward
     run = IBPRun(spec, params, consts, noise, x.reshape(x.shape[0], -1), y, rows, weights,
-                 {k: target.optimizer(k) for k in params}, torch.arange(len(active)))
+                 {k: target.optimizer(k) for k in params}, torch.arange(len(active)), native)
     for s, a in enumerate(active):
         run.step(s, a)
     run.finish()
@@ -85,6 +87,7 @@ class _Prefix:
     sel: dict[str, torch.Tensor]      # per factorised layer, (3, a, F)
     sel_states: dict[str, State]
     sel_grad: dict[str, torch.Tensor]  # a buffer each step's selection gradient is written into
+    buffers: dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]  # native: b, cache, scratch
 
 
 class IBPRun:
@@ -94,7 +97,7 @@ class IBPRun:
 
     def __init__(self, spec: IBPStepSpec, params: State, consts: State, noise: State,
                  x: torch.Tensor, y: torch.Tensor, rows: torch.Tensor, weights: torch.Tensor,
-                 opts: dict[str, optim.Optimizer], steps: torch.Tensor) -> None:
+                 opts: dict[str, optim.Optimizer], steps: torch.Tensor, native: bool = False) -> None:
         self.spec, self.params, self.opts = spec, params, opts
         packed = {f"{layer}.{n}" for layer in spec.alpha for n in SELECTION}
         self.plain = {k: v for k, v in params.items() if k not in packed}
@@ -113,6 +116,9 @@ class IBPRun:
                  for layer in spec.alpha}
         self.noise = {layer: (d.logistic.unbind(0), d.log_1mu_v.unbind(0)) for layer, d in drawn.items()}
         self._per_step(consts, steps.unsqueeze(1), like.dtype)
+        self.native = native and like.dtype == torch.float32 and like.device.type == "cpu"
+        if self.native:
+            self._per_step_native(len(steps), like.shape[0])
         self.states = {k: optim.init_state(opts[k], p) for k, p in self.plain.items()}
         self.sel_states = {layer: optim.init_state(self.sel_opt[layer], s) for layer, s in self.sel.items()}
         self.prefixes: dict[int, _Prefix] = {}
@@ -134,6 +140,16 @@ class IBPRun:
             tuning = (col >= consts["finetune_from"]).unsqueeze(-1)  # (S, C, 1)
             self.tuning, self.ks = list(tuning.unbind(0)), torch.where(tuning, 0.0, k).unbind(0)
 
+    def _per_step_native(self, n: int, clients: int) -> None:
+        """The same per-step values as (S, C) contiguous rows, as the compiled selection reads them."""
+        def rows(values: list[torch.Tensor] | tuple[torch.Tensor, ...], dtype: torch.dtype) -> torch.Tensor:
+            return torch.stack([v.expand(clients, 1).reshape(clients) for v in values]).to(dtype).contiguous()
+
+        self.tau_rows = rows(self.taus, torch.float32)
+        self.k_rows = rows(self.ks, torch.float32)
+        flags = self.tuning if self.tuning[0] is not None else [torch.zeros(clients, 1, dtype=torch.bool)] * n
+        self.tuning_rows = rows([t for t in flags if t is not None], torch.uint8)
+
     def _prefix(self, a: int) -> _Prefix:
         if a not in self.prefixes:  # the clients still training change rarely: slice once per prefix
             sel = {layer: s[:, :a] for layer, s in self.sel.items()}
@@ -142,7 +158,9 @@ class IBPRun:
                 p, {k: v.transpose(1, 2) if v.dim() == 3 else v.unsqueeze(1) for k, v in p.items()},
                 {k: {n: t[:a] for n, t in st.items()} for k, st in self.states.items()},
                 sel, {layer: {n: t[:, :a] for n, t in st.items()} for layer, st in self.sel_states.items()},
-                {layer: torch.empty_like(s) for layer, s in sel.items()})
+                {layer: torch.empty(s.shape, dtype=s.dtype) for layer, s in sel.items()},
+                {layer: (torch.empty(s.shape[1:]), torch.empty(8, *s.shape[1:]), torch.empty(s.shape[1:]))
+                 for layer, s in sel.items()} if self.native else {})
         return self.prefixes[a]
 
     def step(self, s: int, a: int) -> None:
@@ -157,10 +175,14 @@ class IBPRun:
         if not whole:
             tau = tau[:a] if tau.dim() and len(tau) > 1 else tau
             k, tuning = k[:a], tuning[:a] if tuning is not None else None
-        selections = {}
+        selections: dict[str, SelectionStep | NativeSelection] = {}
         for layer, (logistic, log_1mu_v) in self.noise.items():
             n_s, v_s = (logistic[s], log_1mu_v[s]) if whole else (logistic[s][:a], log_1mu_v[s][:a])
-            selections[layer] = SelectionStep(v.sel[layer], n_s, v_s, tau, k, self.priors[layer], tuning)
+            if self.native:
+                selections[layer] = NativeSelection(v.sel[layer], n_s, v_s, self.tau_rows[s, :a], self.k_rows[s, :a],
+                                                    self.tuning_rows[s, :a], self.priors[layer], *v.buffers[layer])
+            else:
+                selections[layer] = SelectionStep(v.sel[layer], n_s, v_s, tau, k, self.priors[layer], tuning)
         grads = ibp_step(self.spec, v.p, v.t, x, neg_target, w, selections, v.sel_grad, self.opts)
         for name, g in grads.items():
             optim.step_(self.opts[name], v.p[name], g, v.states[name], s + 1)
@@ -177,7 +199,7 @@ class IBPRun:
 
 
 def ibp_step(spec: IBPStepSpec, p: State, t: State, x: torch.Tensor, neg_target: torch.Tensor,
-             w: torch.Tensor, selections: dict[str, SelectionStep], sel_grad: dict[str, torch.Tensor],
+             w: torch.Tensor, selections: dict[str, SelectionStep | NativeSelection], sel_grad: dict[str, torch.Tensor],
              opts: dict[str, optim.Optimizer]) -> State:
     """Forward and backward of one step (`t`: `p`'s weights transposed, biases as columns).
     Plain-SGD parameters are updated here, in place; the selections' gradients go into

@@ -150,7 +150,8 @@ def stack(states: list[State], device: torch.device) -> State:
     return {k: torch.stack([s[k] for s in states]).to(device) for k in states[0]}
 
 
-def train_stacked(reqs: list[TrainRequest], device: torch.device, fast: bool = True) -> list[State]:
+def train_stacked(reqs: list[TrainRequest], device: torch.device, fast: bool = True,
+                  native: bool = False) -> list[State]:
     """Run the sequential loop of every request at once; returns trained params per request.
 
     `fast` allows the hand-written steps (`_mlp_fast`, `_ibp_fast`, `_cnn_fast`) where they apply;
@@ -180,7 +181,7 @@ def train_stacked(reqs: list[TrainRequest], device: torch.device, fast: bool = T
         noise = {k: v.to(device) for k, v in round_noise(reqs, plan).items()}
         ibp = ibp_spec(target, reqs[0].problem) if fast else None
         if ibp is not None:
-            ibp_steps(target, ibp, plan.active, params, consts, noise, x, y, rows, weights)
+            ibp_steps(target, ibp, plan.active, params, consts, noise, x, y, rows, weights, native)
         else:
             vmap_steps(target, plan, params, consts, noise, x, y, rows, weights)
     out: list[State] = [{}] * len(reqs)

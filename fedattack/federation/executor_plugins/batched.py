@@ -60,6 +60,7 @@ class BatchedExecutor:
     """All sampled clients of a round at once (vmap over stacked parameters); CPU or GPU."""
 
     trainer = staticmethod(sequential_train)
+    native = False  # WAFFLe's selection compiled to C (`batched-native`)
 
     def __init__(self, device: str = "cpu", fast: bool = True, group_size: int | None = None) -> None:
         try:
@@ -119,7 +120,7 @@ class BatchedExecutor:
             if len(reqs) == 1 and not (self.fast and hand_written(reqs[0].target, reqs[0].problem)):
                 r = reqs[0]
                 return [sequential_train(r.target, r.problem, r.data, r.ctx)]
-            return train_stacked(reqs, self.device, self.fast)
+            return train_stacked(reqs, self.device, self.fast, self.native)
 
         # only the hand-written steps run threaded; vmap's transforms stay on one thread
         all_fast = self.fast and all(hand_written(requests[c[0]].target, requests[c[0]].problem)

@@ -1,0 +1,106 @@
+"""WAFFLe's factor selection as compiled C, for the batched step on a CPU: opt-in, `batched-native`.
+
+`ibp_grad.SelectionStep` is ~60 torch operations on (C, F) tensors, and at the MNIST setting's
+sizes each costs its dispatch (2-5 us), not its arithmetic: about a fifth of a step. Here the
+same formulas (`ibp_selection.c`) run as two C calls a step, their loops vectorised by gcc with
+glibc's vector maths library (libmvec). Measured on the 2-core machine: benchmarks/README.md.
+
+Why opt-in: it needs a C compiler when it runs, and its float32 results are not the eager
+path's bits (libmvec's expf and this order of operations round differently; tests hold the two
+within float32 tolerance). The library is compiled from the package's own source into a fresh
+temporary folder once per process (about half a second), so nothing compiled earlier is ever
+loaded from disk; a run records in its manifest's `numerics` that it used it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import shutil
+import subprocess
+import tempfile
+from functools import cache
+from pathlib import Path
+
+import torch
+
+from fedattack.models import ibp
+from fedattack.models.ibp_grad import LOG_P_MIN, LOG_V_MIN, LayerPrior
+from fedattack.registry import UserError
+
+SOURCE = Path(__file__).with_name("ibp_selection.c")
+FLAGS = ["-O3", "-march=native", "-fopenmp-simd", "-fno-math-errno", "-shared", "-fPIC"]
+CACHE_PLANES = 8
+_P = ctypes.c_void_p
+
+
+class NativeUnavailable(UserError):
+    """No C compiler, or no libmvec: the native selection cannot be built here."""
+
+
+@cache
+def library() -> ctypes.CDLL:
+    """The compiled selection, built once per process; a one-line error where it cannot be."""
+    compiler = shutil.which("gcc") or shutil.which("cc")
+    if compiler is None:
+        raise NativeUnavailable("the batched-native executor compiles C at run time and found no gcc or cc "
+                                "on PATH; install one, or use --executor batched")
+    folder = Path(tempfile.mkdtemp(prefix="fedattack-native-"))
+    target = folder / f"ibp_selection_{hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:12]}.so"
+    try:
+        done = subprocess.run([compiler, *FLAGS, str(SOURCE), "-o", str(target), "-lmvec", "-lm"],
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            first = (done.stderr.strip().splitlines() or ["no message"])[-1]
+            raise NativeUnavailable(f"compiling the native WAFFLe selection failed ({first}); it needs gcc and "
+                                    "glibc's libmvec: use --executor batched")
+        lib = ctypes.CDLL(str(target))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)  # the loaded library stays mapped
+    _declare(lib)
+    return lib
+
+
+def _declare(lib: ctypes.CDLL) -> None:
+    i, f, L = ctypes.c_int, ctypes.c_float, ctypes.c_long
+    lib.selection_forward.argtypes = [i, i, _P, L, _P, _P, _P, _P, f, f, f, f, f, _P, _P]
+    lib.selection_forward.restype = None
+    lib.selection_backward.argtypes = [i, i, _P, L, _P, _P, _P, _P, _P, f, f, f, i, f, f, f, _P, _P]
+    lib.selection_backward.restype = None
+
+
+def available() -> bool:
+    try:
+        library()
+    except NativeUnavailable:
+        return False
+    return True
+
+
+class NativeSelection:
+    """`SelectionStep`'s interface (`b`, `grads`) over the compiled functions, for float32 CPU
+    tensors. `tau`, `k` and `tuning` are per client, (C,) contiguous (tuning as uint8); `b`,
+    `cache` and `scratch` are buffers the caller keeps across steps."""
+
+    def __init__(self, sel: torch.Tensor, logistic: torch.Tensor, log_1mu_v: torch.Tensor, tau: torch.Tensor,
+                 k: torch.Tensor, tuning: torch.Tensor, prior: LayerPrior, b: torch.Tensor,
+                 cache_buf: torch.Tensor, scratch: torch.Tensor) -> None:
+        self.sel, self.tau, self.k, self.tuning, self.prior = sel, tau, k, tuning, prior
+        self.cache, self.scratch, self.b = cache_buf, scratch, b
+        clients, factors = logistic.shape
+        self.shape = (clients, factors)
+        library().selection_forward(clients, factors, sel.data_ptr(), sel.stride(0), logistic.data_ptr(),
+                                    log_1mu_v.data_ptr(), tau.data_ptr(), tuning.data_ptr(), prior.scale,
+                                    prior.kappa, ibp.LOGIT_MAX, LOG_V_MIN, LOG_P_MIN, b.data_ptr(),
+                                    cache_buf.data_ptr())
+
+    def grads(self, g_b: torch.Tensor, out: torch.Tensor) -> None:
+        """Gradients of the stored parameters into `out` (3, C, F), contiguous, given dNLL/db."""
+        clients, factors = self.shape
+        g_b = g_b.contiguous()
+        prior = self.prior
+        library().selection_backward(clients, factors, self.sel.data_ptr(), self.sel.stride(0), g_b.data_ptr(),
+                                     self.cache.data_ptr(), self.tau.data_ptr(), self.k.data_ptr(),
+                                     self.tuning.data_ptr(), prior.scale, prior.kappa, prior.alpha,
+                                     int(prior.kl_b == "concrete"), ibp.LOGIT_MAX, ibp.PROB_EPS, LOG_V_MIN,
+                                     out.data_ptr(), self.scratch.data_ptr())

@@ -1,0 +1,157 @@
+/* WAFFLe's factor selection for C clients, forward and backward, as two C functions.
+ *
+ * The same formulas as fedattack/models/ibp_grad.py (SelectionStep), element by element, so
+ * that a step pays two calls instead of ~60 torch operations; see ibp_native.py for why and
+ * how it is built. float32 throughout, as the eager path; the loops without a dependence
+ * between factors are marked `omp simd`, so gcc vectorises them with glibc's libmvec
+ * (expf, logf, expm1f). The stick products' cumulative sums run factor by factor in a fixed
+ * order, so the same inputs give the same bits.
+ *
+ * Layout: every (C, F) array is contiguous; `sel` holds the three stored parameters
+ * (pi_logit, log_c, log_d) as planes `plane` floats apart; `cache` holds 8 planes of C*F. */
+
+#include <math.h>
+#include <stdint.h>
+
+#pragma omp declare simd notinbranch
+extern float expf(float);
+#pragma omp declare simd notinbranch
+extern float logf(float);
+#pragma omp declare simd notinbranch
+extern float expm1f(float);
+
+enum { RELAXED, QN, P, RATIO, INNER, T, CC, DD, PLANES };
+
+static const float LOG_CD_MAX = 7.0f;
+static const float INNER_MIN = 1e-30f;
+static const float EULER = 0.5772156649015329f;
+
+#pragma omp declare simd notinbranch
+static inline float clampf(float x, float lo, float hi) { return x < lo ? lo : (x > hi ? hi : x); }
+
+#pragma omp declare simd notinbranch
+static inline float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+/* digamma and trigamma: six steps of their recurrences, then the asymptotic series at x + 6
+ * (Abramowitz and Stegun 6.3.18, 6.4.12); relative error below 1e-7 over [e^-7, e^7]. */
+#pragma omp declare simd notinbranch
+static inline float digammaf(float x) {
+    float shift = 1.0f / x + 1.0f / (x + 1.0f) + 1.0f / (x + 2.0f) + 1.0f / (x + 3.0f)
+                + 1.0f / (x + 4.0f) + 1.0f / (x + 5.0f);
+    float y = x + 6.0f, i2 = 1.0f / (y * y);
+    float series = i2 * (1.0f / 12 - i2 * (1.0f / 120 - i2 * (1.0f / 252 - i2 * (1.0f / 240))));
+    return logf(y) - 0.5f / y - series - shift;
+}
+
+#pragma omp declare simd notinbranch
+static inline float trigammaf(float x) {
+    float shift = 1.0f / (x * x) + 1.0f / ((x + 1.0f) * (x + 1.0f)) + 1.0f / ((x + 2.0f) * (x + 2.0f))
+                + 1.0f / ((x + 3.0f) * (x + 3.0f)) + 1.0f / ((x + 4.0f) * (x + 4.0f))
+                + 1.0f / ((x + 5.0f) * (x + 5.0f));
+    float y = x + 6.0f, iy = 1.0f / y, i2 = iy * iy;
+    float series = iy * i2 * (1.0f / 6 - i2 * (1.0f / 30 - i2 * (1.0f / 42 - i2 * (1.0f / 30))));
+    return shift + iy + 0.5f * i2 + series;
+}
+
+/* b (C, F) and the cache, from the stored parameters and the step's noise. tau, tuning: per
+ * client; tuning nonzero: b = pi 1[pi >= kappa] (fine-tuning), else the relaxed draw. */
+void selection_forward(int clients, int factors, const float *sel, long plane, const float *logistic,
+                       const float *log_1mu_v, const float *tau, const uint8_t *tuning, float scale,
+                       float kappa, float logit_max, float log_v_min, float log_p_min, float *b,
+                       float *cache) {
+    long n = (long)clients * factors;
+    for (int c = 0; c < clients; c++) {
+        const float *s0 = sel + (long)c * factors, *s1 = s0 + plane, *s2 = s1 + plane;
+        long o = (long)c * factors;
+        float tau_c = tau[c];
+        #pragma omp simd
+        for (int f = 0; f < factors; f++) {
+            float q = clampf(s0[f] * scale, -logit_max, logit_max);
+            float qn = q + logistic[o + f];
+            float relaxed = sigmoidf(qn / tau_c);
+            float pi = sigmoidf(q);
+            b[o + f] = tuning[c] ? (pi >= kappa ? pi : 0.0f) : relaxed;
+            float cc = expf(clampf(s1[f] * scale, -LOG_CD_MAX, LOG_CD_MAX));
+            float dd = expf(clampf(s2[f] * scale, -LOG_CD_MAX, LOG_CD_MAX));
+            float t = log_1mu_v[o + f] / dd;
+            float inner = -expm1f(t);
+            float ratio = logf(inner < INNER_MIN ? INNER_MIN : inner) / cc;
+            cache[RELAXED * n + o + f] = relaxed;
+            cache[QN * n + o + f] = qn;
+            cache[RATIO * n + o + f] = ratio;
+            cache[INNER * n + o + f] = inner;
+            cache[T * n + o + f] = t;
+            cache[CC * n + o + f] = cc;
+            cache[DD * n + o + f] = dd;
+        }
+        float *p = cache + P * n + o;
+        const float *ratio = cache + RATIO * n + o;
+        float sum = 0.0f;
+        for (int f = 0; f < factors; f++) {  /* log pi: the sticks' cumulative sum, in order */
+            sum += ratio[f] < log_v_min ? log_v_min : ratio[f];
+            p[f] = sum < log_p_min ? log_p_min : sum;
+        }
+        #pragma omp simd
+        for (int f = 0; f < factors; f++) p[f] = expf(p[f]);
+    }
+}
+
+/* Gradients of NLL + k KL in the stored parameters, into `out` (3 planes of C*F, contiguous),
+ * given g_b = dNLL/db. `scratch` holds C*F floats. */
+void selection_backward(int clients, int factors, const float *sel, long plane, const float *g_b,
+                        const float *cache, const float *tau, const float *k, const uint8_t *tuning,
+                        float scale, float kappa, float alpha, int concrete, float logit_max,
+                        float prob_eps, float log_v_min, float *out, float *scratch) {
+    long n = (long)clients * factors;
+    for (int c = 0; c < clients; c++) {
+        const float *s0 = sel + (long)c * factors, *s1 = s0 + plane, *s2 = s1 + plane;
+        long o = (long)c * factors;
+        float kc = k[c], tc = tau[c];
+        int tun = tuning[c];
+        float *g_pp = scratch + o;
+        #pragma omp simd
+        for (int f = 0; f < factors; f++) {
+            float s = s0[f] * scale;
+            float q = clampf(s, -logit_max, logit_max);
+            float relaxed = cache[RELAXED * n + o + f];
+            float g_q = tun ? 0.0f : g_b[o + f] * relaxed * (1.0f - relaxed) / tc;
+            float p = cache[P * n + o + f];
+            float p_c = clampf(p, prob_eps, 1.0f - prob_eps);
+            float p_logit = logf(p_c / (1.0f - p_c));
+            float gp;
+            if (concrete) {  /* dKL/dq = k (1 - 2 s_p) = -dKL/dp_logit */
+                float m = kc - 2.0f * kc * sigmoidf(p_logit - cache[QN * n + o + f]);
+                g_q += m;
+                gp = m / (p_c - 1.0f);
+            } else {  /* the exact Bernoulli KL given v */
+                float pq = sigmoidf(q);
+                g_q += kc * ((q - p_logit) * pq * (1.0f - pq));
+                gp = kc * (sigmoidf(p_logit) - pq) / (1.0f - p_c);
+            }
+            float pi = sigmoidf(q);
+            g_q += (tun && pi >= kappa) ? g_b[o + f] * pi * (1.0f - pi) : 0.0f;
+            out[o + f] = (q == s ? g_q : 0.0f) * scale;
+            g_pp[f] = p_c == p ? gp : 0.0f;
+        }
+        float acc = 0.0f;
+        for (int f = factors - 1; f >= 0; f--) {  /* back through the cumulative sum */
+            acc += g_pp[f];
+            g_pp[f] = acc;
+        }
+        #pragma omp simd
+        for (int f = 0; f < factors; f++) {
+            float ratio = cache[RATIO * n + o + f], inner = cache[INNER * n + o + f];
+            float cc = cache[CC * n + o + f], dd = cache[DD * n + o + f];
+            float g_lv = ratio >= log_v_min ? g_pp[f] : 0.0f;
+            float g_inner = inner >= INNER_MIN ? g_lv / (cc * inner) : 0.0f;
+            float inv_c = 1.0f / cc, inv_d = 1.0f / dd;
+            float kl_c = 1.0f - alpha * (digammaf(dd) + inv_d + EULER) * inv_c;
+            float kl_d = (1.0f - inv_d) + (1.0f - alpha * inv_c) * (inv_d - dd * trigammaf(dd));
+            float g_c = kc * kl_c - g_lv * ratio;
+            float g_d = kc * kl_d + g_inner * (1.0f - inner) * cache[T * n + o + f];
+            float l1 = s1[f] * scale, l2 = s2[f] * scale;
+            out[n + o + f] = (l1 >= -LOG_CD_MAX && l1 <= LOG_CD_MAX ? g_c : 0.0f) * scale;
+            out[2 * n + o + f] = (l2 >= -LOG_CD_MAX && l2 <= LOG_CD_MAX ? g_d : 0.0f) * scale;
+        }
+    }
+}

@@ -1,0 +1,133 @@
+"""`batched-native`: WAFFLe's factor selection compiled to C (`fedattack.models.ibp_native`)
+computes what `ibp_grad.SelectionStep` computes, within float32 rounding, trains the federation
+the `batched` executor trains, same bits run after run, and says in one line when it cannot be
+built. Skipped where no C compiler with glibc's libmvec is found."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from fedattack.federation.executor_plugins.batched import BatchedExecutor
+from fedattack.federation.executors import make_executor
+from fedattack.models import ibp_native
+from fedattack.models.ibp_grad import LayerPrior, SelectionStep
+from fedattack.registry import UserError
+from tests.conftest import build
+from tests.targets.test_waffle_fused import HYPERS, RECIPE, _train
+
+pytestmark = pytest.mark.skipif(not ibp_native.available(), reason="no C compiler with libmvec here")
+
+CASES = [  # kl_b, scale, fine-tuning clients, one temperature per client, a prefix of the stack
+    ("concrete", 1.0, False, False, False),
+    ("bernoulli", 1.0, False, False, False),
+    ("concrete", 0.5, True, True, False),
+    ("bernoulli", 2.0, True, False, True),
+    ("concrete", 1.0, False, True, True),
+]
+
+
+def _selection_inputs(spread: float, seed: int = 0) -> dict[str, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    c, f = 6, 40
+    return {"sel": torch.randn(3, c, f, generator=gen) * spread, "logistic": torch.randn(c, f, generator=gen),
+            "log_1mu_v": -3 * torch.rand(c, f, generator=gen), "g_b": torch.randn(c, f, generator=gen),
+            "tau": torch.rand(c, 1, generator=gen) + 0.3}
+
+
+@pytest.mark.parametrize(("kl_b", "scale", "tuning", "per_client_tau", "prefix"), CASES)
+@pytest.mark.parametrize("spread", [0.5, 4.0])  # 4: many parameters at their clamps
+def test_native_selection_equals_the_eager_one(kl_b: str, scale: float, tuning: bool, per_client_tau: bool,
+                                               prefix: bool, spread: float) -> None:
+    t = _selection_inputs(spread)
+    a = 4 if prefix else t["sel"].shape[1]  # the clients still training: a slice of the stack
+    sel = t["sel"][:, :a]
+    logistic, log_1mu_v, g_b = t["logistic"][:a], t["log_1mu_v"][:a], t["g_b"][:a]
+    tau = t["tau"][:a] if per_client_tau else torch.tensor(2 / 3)
+    flags = (torch.arange(a) % 2 == 0).unsqueeze(1) if tuning else None
+    k = torch.full((a, 1), 1e-2) if flags is None else torch.where(flags, 0.0, 1e-2)
+    prior = LayerPrior.of(5.0, scale, kl_b, 0.3, sel[0])
+
+    eager = SelectionStep(sel, logistic, log_1mu_v, tau, k, prior, flags)
+    want = torch.empty(3, a, sel.shape[2])
+    eager.grads(g_b, want)
+    b, cache, scratch = torch.empty(a, sel.shape[2]), torch.empty(8, a, sel.shape[2]), torch.empty(a, sel.shape[2])
+    native = ibp_native.NativeSelection(
+        sel, logistic, log_1mu_v, tau.expand(a, 1).reshape(a).contiguous(), k.reshape(a).contiguous(),
+        (flags if flags is not None else torch.zeros(a, 1, dtype=torch.bool)).reshape(a).to(torch.uint8),
+        prior, b, cache, scratch)
+    got = torch.empty(3, a, sel.shape[2])
+    native.grads(g_b, got)
+    torch.testing.assert_close(native.b, eager.b, atol=1e-6, rtol=1e-5)
+    scale_of = want.abs().amax(dim=(1, 2), keepdim=True) + 1e-3  # each parameter's own magnitude
+    torch.testing.assert_close(got / scale_of, want / scale_of, atol=2e-5, rtol=0)
+    assert ((got == 0) == (want == 0)).float().mean() > 0.99  # the clamps' masks agree
+
+
+@pytest.mark.parametrize("hyper", HYPERS)
+def test_native_federation_is_the_batched_one_within_float32(hyper: dict[str, object]) -> None:
+    target = build("waffle-ibp", dict(hyper), recipe=RECIPE)
+    native = _train(make_executor("batched-native", "cpu"), target)
+    for a, b in zip(native, _train(BatchedExecutor(), target)):
+        for k in a:
+            torch.testing.assert_close(a[k], b[k], atol=1e-4, rtol=1e-3, msg=k)
+
+
+def test_native_federation_is_deterministic() -> None:
+    target = build("waffle-ibp", {"recipe": "ibp-wf", "temperature_start": 5.0}, recipe=RECIPE)
+    first, second = (_train(make_executor("batched-native", "cpu"), target, rounds=1) for _ in range(2))
+    for a, b in zip(first, second):
+        assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_double_precision_keeps_the_eager_selection() -> None:
+    """The C functions are float32; a float64 stack trains through `SelectionStep` unchanged."""
+    target = build("waffle-ibp", {}, recipe=RECIPE)
+    from fedattack.federation.executor_plugins._ibp_fast import IBPRun, ibp_spec
+    from fedattack.target import ClientContext
+    from fedattack.training import sequential_train
+    from tests.targets.test_waffle_recipe import uneven_clients
+
+    data = uneven_clients()[0]
+    problem = target.start_local(target.init_server(torch.Generator().manual_seed(0)), {}, data)
+    spec = ibp_spec(target, problem)
+    assert spec is not None and ClientContext(1, 0, 3, sequential_train)
+    params = {k: v.double().unsqueeze(0) for k, v in problem.params.items()}
+    consts = {k: v.unsqueeze(0) for k, v in problem.consts.items()}
+    noise = {k: torch.rand(1, 1, *s, dtype=torch.float64) for k, s in target.noise_shapes(problem).items()}
+    x = data.x_train[:4].double().flatten(1)
+    run = IBPRun(spec, params, consts, noise, x, data.y_train[:4], torch.arange(4).view(1, 1, 4),
+                 torch.full((1, 1, 4), 0.25, dtype=torch.float64), {k: target.optimizer(k) for k in params},
+                 torch.tensor([0]), native=True)
+    assert not run.native
+
+
+def test_no_compiler_is_a_one_line_error_and_no_run_directory(tmp_path: Path) -> None:
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    out = tmp_path / "run"
+    env = {**os.environ, "PATH": str(empty)}
+    args = ["train", "--method", "waffle-ibp", "--rounds", "1", "--executor", "batched-native", "--out", str(out),
+            "--quiet"]
+    code = f"import sys; from fedattack.cli import main; sys.argv = ['fedattack', *{args!r}]; main()"
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert done.returncode != 0
+    assert done.stderr.strip().count("\n") == 0 and "gcc" in done.stderr and "--executor batched" in done.stderr
+    assert not out.exists()
+
+
+def test_missing_compiler_refused_when_the_executor_is_made(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ibp_native.shutil, "which", lambda name: None)
+    ibp_native.library.cache_clear()
+    try:
+        with pytest.raises(UserError, match="no gcc or cc"):
+            make_executor("batched-native", "cpu")
+    finally:
+        monkeypatch.undo()
+        ibp_native.library.cache_clear()
+    assert ibp_native.available()
