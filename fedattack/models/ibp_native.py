@@ -2,7 +2,7 @@
 
 `ibp_grad.SelectionStep` is ~60 torch operations on (C, F) tensors, and at the MNIST setting's
 sizes each costs its dispatch (2-5 us), not its arithmetic: about a fifth of a step. Here the
-same formulas (`ibp_selection.c`) run as two C calls a step, their loops vectorised by gcc with
+same formulas (`ibp_native.c`) run as two C calls a step, their loops vectorised by gcc with
 glibc's vector maths library (libmvec). Measured on the 2-core machine: benchmarks/README.md.
 
 Why opt-in: it needs a C compiler when it runs, and its float32 results are not the eager
@@ -28,7 +28,7 @@ from fedattack.models import ibp
 from fedattack.models.ibp_grad import LOG_P_MIN, LOG_V_MIN, LayerPrior
 from fedattack.registry import UserError
 
-SOURCE = Path(__file__).with_name("ibp_selection.c")
+SOURCE = Path(__file__).with_name("ibp_native.c")
 FLAGS = ["-O3", "-march=native", "-fopenmp-simd", "-fno-math-errno", "-shared", "-fPIC"]
 CACHE_PLANES = 8
 _P = ctypes.c_void_p
@@ -46,7 +46,7 @@ def library() -> ctypes.CDLL:
         raise NativeUnavailable("the batched-native executor compiles C at run time and found no gcc or cc "
                                 "on PATH; install one, or use --executor batched")
     folder = Path(tempfile.mkdtemp(prefix="fedattack-native-"))
-    target = folder / f"ibp_selection_{hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:12]}.so"
+    target = folder / f"ibp_native_{hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:12]}.so"
     try:
         done = subprocess.run([compiler, *FLAGS, str(SOURCE), "-o", str(target), "-lmvec", "-lm"],
                               capture_output=True, text=True)
@@ -67,6 +67,12 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.selection_forward.restype = None
     lib.selection_backward.argtypes = [i, i, _P, L, _P, _P, _P, _P, _P, f, f, f, i, f, f, f, _P, _P]
     lib.selection_backward.restype = None
+    lib.loss_gradient.argtypes = [L, i, _P, _P, _P, _P]
+    lib.relu_forward.argtypes = [L, _P, _P]
+    lib.relu_backward.argtypes = [L, _P, _P, _P]
+    lib.lowrank_backward.argtypes = [i, i, i, _P, _P, _P, _P, _P, _P]
+    for name in ("loss_gradient", "relu_forward", "relu_backward", "lowrank_backward"):
+        getattr(lib, name).restype = None
 
 
 def available() -> bool:
@@ -104,3 +110,37 @@ class NativeSelection:
                                      self.tuning.data_ptr(), prior.scale, prior.kappa, prior.alpha,
                                      int(prior.kl_b == "concrete"), ibp.LOGIT_MAX, ibp.PROB_EPS, LOG_V_MIN,
                                      out.data_ptr(), self.scratch.data_ptr())
+
+
+def loss_gradient(z: torch.Tensor, neg_target: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """softmax(z) * w + neg_target (= -onehot * w): the loss's gradient in the logits (C, B, K)."""
+    z, neg_target, w = z.contiguous(), neg_target.contiguous(), w.contiguous()
+    grad = torch.empty_like(z)
+    library().loss_gradient(z.numel() // z.shape[-1], z.shape[-1], z.data_ptr(), neg_target.data_ptr(),
+                            w.data_ptr(), grad.data_ptr())
+    return grad
+
+
+def relu(z: torch.Tensor) -> torch.Tensor:
+    z = z.contiguous()
+    act = torch.empty_like(z)
+    library().relu_forward(z.numel(), z.data_ptr(), act.data_ptr())
+    return act
+
+
+def relu_backward(below: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+    below, z = below.contiguous(), z.contiguous()
+    grad = torch.empty_like(below)
+    library().relu_backward(z.numel(), below.data_ptr(), z.data_ptr(), grad.data_ptr())
+    return grad
+
+
+def lowrank_backward(d_g: torch.Tensor, h: torch.Tensor, rb: torch.Tensor,
+                     r: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Through g = h diag(r b): (g_rb, g_b = g_rb * r), and d_g scaled by rb in place (d_h)."""
+    clients, batch, factors = d_g.shape
+    assert d_g.is_contiguous() and h.is_contiguous() and rb.is_contiguous() and r.is_contiguous()
+    g_rb, g_b = torch.empty(clients, factors), torch.empty(clients, factors)
+    library().lowrank_backward(clients, batch, factors, d_g.data_ptr(), h.data_ptr(), rb.data_ptr(),
+                               r.data_ptr(), g_rb.data_ptr(), g_b.data_ptr())
+    return g_rb, g_b

@@ -31,6 +31,7 @@ import torch
 import torch.nn.functional as F
 
 from fedattack import optim
+from fedattack.models import ibp_native
 from fedattack.models.ibp_grad import LayerPrior, SelectionNoise, SelectionStep
 from fedattack.models.ibp_native import NativeSelection
 from fedattack.target import LocalProblem, State, Target
@@ -183,7 +184,7 @@ class IBPRun:
                                                     self.tuning_rows[s, :a], self.priors[layer], *v.buffers[layer])
             else:
                 selections[layer] = SelectionStep(v.sel[layer], n_s, v_s, tau, k, self.priors[layer], tuning)
-        grads = ibp_step(self.spec, v.p, v.t, x, neg_target, w, selections, v.sel_grad, self.opts)
+        grads = ibp_step(self.spec, v.p, v.t, x, neg_target, w, selections, v.sel_grad, self.opts, self.native)
         for name, g in grads.items():
             optim.step_(self.opts[name], v.p[name], g, v.states[name], s + 1)
         for layer, opt in self.sel_opt.items():
@@ -200,10 +201,11 @@ class IBPRun:
 
 def ibp_step(spec: IBPStepSpec, p: State, t: State, x: torch.Tensor, neg_target: torch.Tensor,
              w: torch.Tensor, selections: dict[str, SelectionStep | NativeSelection], sel_grad: dict[str, torch.Tensor],
-             opts: dict[str, optim.Optimizer]) -> State:
+             opts: dict[str, optim.Optimizer], native: bool = False) -> State:
     """Forward and backward of one step (`t`: `p`'s weights transposed, biases as columns).
     Plain-SGD parameters are updated here, in place; the selections' gradients go into
-    `sel_grad`; those of every other parameter are returned."""
+    `sel_grad`; those of every other parameter are returned. `native`: the elementwise work
+    between the products in C too (`ibp_native`)."""
     acts, pre, cache = [x], [], {}
     for i, (name, factored) in enumerate(spec.chain):
         if factored:
@@ -218,8 +220,9 @@ def ibp_step(spec: IBPStepSpec, p: State, t: State, x: torch.Tensor, neg_target:
             z = torch.baddbmm(t[f"{name}.bias"], acts[-1], t[f"{name}.weight"])
         pre.append(z)
         if i < len(spec.chain) - 1:
-            acts.append(z.relu())
-    grad = torch.addcmul(neg_target, pre[-1].softmax(-1), w)
+            acts.append(ibp_native.relu(z) if native else z.relu())
+    grad = (ibp_native.loss_gradient(pre[-1], neg_target, w) if native
+            else torch.addcmul(neg_target, pre[-1].softmax(-1), w))
     out: State = {}
     for i in range(len(spec.chain) - 1, -1, -1):
         name, factored = spec.chain[i]
@@ -227,13 +230,18 @@ def ibp_step(spec: IBPStepSpec, p: State, t: State, x: torch.Tensor, neg_target:
             h, rb, g = cache[name]
             w_a, w_b = p[f"{name}.W_a"], p[f"{name}.W_b"]
             d_g = grad.bmm(t[f"{name}.W_b"])
-            g_rb = (d_g * h).sum(1)
-            d_h = d_g.mul_(rb)
+            if native:  # d_g becomes d_h in place
+                g_rb, g_b = ibp_native.lowrank_backward(d_g, h, rb, p[f"{name}.r"])
+            else:
+                g_rb = (d_g * h).sum(1)
+                g_b = g_rb * p[f"{name}.r"]
+                d_g.mul_(rb)
+            d_h = d_g
             below = d_h.bmm(w_a[:, :-1].transpose(1, 2)) if i > 0 else None
             _product_step(out, f"{name}.W_b", w_b, g.transpose(1, 2), grad, opts)
             _product_step(out, f"{name}.W_a", w_a, acts[i].transpose(1, 2), d_h, opts)
             sel = selections[name]
-            sel.grads(g_rb * p[f"{name}.r"], sel_grad[name])  # before r steps
+            sel.grads(g_b, sel_grad[name])  # g_b computed before r steps
             _vector_step(out, f"{name}.r", p[f"{name}.r"], g_rb, opts, sel.b)
         else:
             weight = p[f"{name}.weight"]
@@ -241,7 +249,8 @@ def ibp_step(spec: IBPStepSpec, p: State, t: State, x: torch.Tensor, neg_target:
             _product_step(out, f"{name}.weight", weight, grad.transpose(1, 2), acts[i], opts)
             _vector_step(out, f"{name}.bias", p[f"{name}.bias"], grad.sum(1), opts)
         if below is not None:  # through the ReLU below
-            grad = torch.ops.aten.threshold_backward(below, pre[i - 1], 0.0)
+            grad = (ibp_native.relu_backward(below, pre[i - 1]) if native
+                    else torch.ops.aten.threshold_backward(below, pre[i - 1], 0.0))
     return out
 
 

@@ -1,4 +1,5 @@
-/* WAFFLe's factor selection for C clients, forward and backward, as two C functions.
+/* WAFFLe's batched step on a CPU, compiled: the factor selection (forward and backward) and the
+ * elementwise work around the low-rank products (the loss gradient, ReLU, the r gradient).
  *
  * The same formulas as fedattack/models/ibp_grad.py (SelectionStep), element by element, so
  * that a step pays two calls instead of ~60 torch operations; see ibp_native.py for why and
@@ -153,5 +154,56 @@ void selection_backward(int clients, int factors, const float *sel, long plane, 
             out[n + o + f] = (l1 >= -LOG_CD_MAX && l1 <= LOG_CD_MAX ? g_c : 0.0f) * scale;
             out[2 * n + o + f] = (l2 >= -LOG_CD_MAX && l2 <= LOG_CD_MAX ? g_d : 0.0f) * scale;
         }
+    }
+}
+
+/* The loss gradient in the logits, softmax(z) * w - onehot * w, for `rows` rows of `classes`
+ * (neg_target holds -onehot * w; w one weight per row). */
+void loss_gradient(long rows, int classes, const float *z, const float *neg_target, const float *w,
+                   float *grad) {
+    for (long r = 0; r < rows; r++) {
+        const float *zr = z + r * classes;
+        float top = zr[0];
+        for (int j = 1; j < classes; j++) top = zr[j] > top ? zr[j] : top;
+        float *gr = grad + r * classes, sum = 0.0f;
+        for (int j = 0; j < classes; j++) {
+            gr[j] = expf(zr[j] - top);
+            sum += gr[j];
+        }
+        float scale = w[r] / sum;
+        for (int j = 0; j < classes; j++) gr[j] = neg_target[r * classes + j] + gr[j] * scale;
+    }
+}
+
+/* ReLU forward (act = max(z, 0)) and backward (grad = below where z > 0, else 0), n values. */
+void relu_forward(long n, const float *z, float *act) {
+    #pragma omp simd
+    for (long i = 0; i < n; i++) act[i] = z[i] > 0.0f ? z[i] : 0.0f;
+}
+
+void relu_backward(long n, const float *below, const float *z, float *grad) {
+    #pragma omp simd
+    for (long i = 0; i < n; i++) grad[i] = z[i] > 0.0f ? below[i] : 0.0f;
+}
+
+/* Through g = h diag(r b): g_rb = sum over the batch of d_g * h (C, F), d_g scaled by rb in
+ * place (it becomes d_h), and g_b = g_rb * r, the selection's dNLL/db. */
+void lowrank_backward(int clients, int batch, int factors, float *d_g, const float *h, const float *rb,
+                      const float *r, float *g_rb, float *g_b) {
+    for (int c = 0; c < clients; c++) {
+        float *acc = g_rb + (long)c * factors;
+        const float *rbc = rb + (long)c * factors;
+        for (int f = 0; f < factors; f++) acc[f] = 0.0f;
+        for (int i = 0; i < batch; i++) {
+            float *dg = d_g + ((long)c * batch + i) * factors;
+            const float *hh = h + ((long)c * batch + i) * factors;
+            #pragma omp simd
+            for (int f = 0; f < factors; f++) {
+                acc[f] += dg[f] * hh[f];
+                dg[f] *= rbc[f];
+            }
+        }
+        #pragma omp simd
+        for (int f = 0; f < factors; f++) g_b[(long)c * factors + f] = acc[f] * r[(long)c * factors + f];
     }
 }
