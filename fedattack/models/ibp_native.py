@@ -1,9 +1,11 @@
-"""WAFFLe's factor selection as compiled C, for the batched step on a CPU: opt-in, `batched-native`.
+"""WAFFLe's batched step on a CPU with its elementwise work compiled: opt-in, `batched-native`.
 
-`ibp_grad.SelectionStep` is ~60 torch operations on (C, F) tensors, and at the MNIST setting's
-sizes each costs its dispatch (2-5 us), not its arithmetic: about a fifth of a step. Here the
-same formulas (`ibp_native.c`) run as two C calls a step, their loops vectorised by gcc with
-glibc's vector maths library (libmvec). Measured on the 2-core machine: benchmarks/README.md.
+`ibp_grad.SelectionStep` is ~60 torch operations on (C, F) tensors and the step around the
+products ~25 more, and at the MNIST setting's sizes each costs its dispatch (2-5 us), not its
+arithmetic: about half of a step. Here the same formulas (`ibp_native.c`: the selection and its
+backward, the loss gradient, ReLU, the r-gradient) run as six C calls a step, their loops
+vectorised by gcc with glibc's vector maths library (libmvec); the matrix products stay torch's.
+Measured on the 2-core machine: benchmarks/README.md.
 
 Why opt-in: it needs a C compiler when it runs, and its float32 results are not the eager
 path's bits (libmvec's expf and this order of operations round differently; tests hold the two
@@ -19,6 +21,7 @@ import hashlib
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 
@@ -45,14 +48,18 @@ def library() -> ctypes.CDLL:
     if compiler is None:
         raise NativeUnavailable("the batched-native executor compiles C at run time and found no gcc or cc "
                                 "on PATH; install one, or use --executor batched")
-    folder = Path(tempfile.mkdtemp(prefix="fedattack-native-"))
+    try:
+        folder = Path(tempfile.mkdtemp(prefix="fedattack-native-"))
+    except OSError as exc:
+        raise NativeUnavailable(f"the batched-native executor compiles C into a temporary folder and could not "
+                                f"make one ({exc.strerror}); set TMPDIR, or use --executor batched") from None
     target = folder / f"ibp_native_{hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:12]}.so"
     try:
         done = subprocess.run([compiler, *FLAGS, str(SOURCE), "-o", str(target), "-lmvec", "-lm"],
                               capture_output=True, text=True)
         if done.returncode != 0:
             first = (done.stderr.strip().splitlines() or ["no message"])[-1]
-            raise NativeUnavailable(f"compiling the native WAFFLe selection failed ({first}); it needs gcc and "
+            raise NativeUnavailable(f"compiling the native WAFFLe step failed ({first}); it needs gcc and "
                                     "glibc's libmvec: use --executor batched")
         lib = ctypes.CDLL(str(target))
     finally:
@@ -81,6 +88,17 @@ def available() -> bool:
     except NativeUnavailable:
         return False
     return True
+
+
+def per_step_rows(taus: Sequence[torch.Tensor], ks: Sequence[torch.Tensor], tuning: Sequence[torch.Tensor | None],
+                  clients: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Each step's temperature, KL weight and fine-tuning flag per client as (S, C) contiguous
+    rows (float32, float32, uint8), from the eager step's 0-d or (C, 1) tensors."""
+    def rows(values: Sequence[torch.Tensor], dtype: torch.dtype) -> torch.Tensor:
+        return torch.stack([v.expand(clients, 1).reshape(clients) for v in values]).to(dtype).contiguous()
+
+    flags = [torch.zeros(clients, 1, dtype=torch.bool) if t is None else t for t in tuning]
+    return rows(taus, torch.float32), rows(ks, torch.float32), rows(flags, torch.uint8)
 
 
 class NativeSelection:
