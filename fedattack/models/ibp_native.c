@@ -207,3 +207,24 @@ void lowrank_backward(int clients, int batch, int factors, float *d_g, const flo
         for (int f = 0; f < factors; f++) g_b[(long)c * factors + f] = acc[f] * r[(long)c * factors + f];
     }
 }
+
+/* A step's batch: rows of the raw inputs x (d values each, `channels` planes of d / channels),
+ * normalised per channel as (x - mean) / std and written with a trailing 1 when `ones` (the
+ * column W_a's bias row multiplies) into out (n_rows, d + ones): the gather, the normalisation
+ * and the padding in one pass, instead of normalising and padding the round's whole input. */
+void gather_normalized(long n_rows, long d, int channels, const float *x, const int64_t *rows,
+                       const float *mean, const float *std, int ones, float *out) {
+    long plane = d / channels, width = d + ones;
+    for (long r = 0; r < n_rows; r++) {
+        const float *src = x + rows[r] * d;
+        float *dst = out + r * width;
+        for (int ch = 0; ch < channels; ch++) {
+            float m = mean[ch], s = std[ch];
+            const float *sp = src + ch * plane;
+            float *dp = dst + ch * plane;
+            #pragma omp simd
+            for (long j = 0; j < plane; j++) dp[j] = (sp[j] - m) / s;
+        }
+        if (ones) dst[d] = 1.0f;
+    }
+}

@@ -78,7 +78,8 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.relu_forward.argtypes = [L, _P, _P]
     lib.relu_backward.argtypes = [L, _P, _P, _P]
     lib.lowrank_backward.argtypes = [i, i, i, _P, _P, _P, _P, _P, _P]
-    for name in ("loss_gradient", "relu_forward", "relu_backward", "lowrank_backward"):
+    lib.gather_normalized.argtypes = [L, L, i, _P, _P, _P, _P, i, _P]
+    for name in ("loss_gradient", "relu_forward", "relu_backward", "lowrank_backward", "gather_normalized"):
         getattr(lib, name).restype = None
 
 
@@ -162,3 +163,14 @@ def lowrank_backward(d_g: torch.Tensor, h: torch.Tensor, rb: torch.Tensor,
     library().lowrank_backward(clients, batch, factors, d_g.data_ptr(), h.data_ptr(), rb.data_ptr(),
                                r.data_ptr(), g_rb.data_ptr(), g_b.data_ptr())
     return g_rb, g_b
+
+
+def gather_normalized(x: torch.Tensor, rows: torch.Tensor, mean: torch.Tensor, std: torch.Tensor,
+                      ones: bool) -> torch.Tensor:
+    """(x[rows] - mean) / std per channel, flattened, with a trailing column of ones if `ones`.
+    x: (N, D) raw float32, contiguous; mean, std: (channels,) float32."""
+    assert x.is_contiguous() and rows.is_contiguous() and rows.dtype == torch.int64
+    out = torch.empty(len(rows), x.shape[1] + int(ones))
+    library().gather_normalized(len(rows), x.shape[1], len(mean), x.data_ptr(), rows.data_ptr(),
+                                mean.data_ptr(), std.data_ptr(), int(ones), out.data_ptr())
+    return out

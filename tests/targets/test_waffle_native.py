@@ -131,3 +131,20 @@ def test_missing_compiler_refused_when_the_executor_is_made(monkeypatch: pytest.
         monkeypatch.undo()
         ibp_native.library.cache_clear()
     assert ibp_native.available()
+
+
+@pytest.mark.parametrize("ones", [True, False])
+def test_native_gather_is_normalise_pad_and_index_select_bit_for_bit(ones: bool) -> None:
+    """The native step gathers each batch normalised and padded in one pass instead of
+    normalising and padding the round's whole input: the same bits, per channel."""
+    from fedattack.data.normalization import Normalization
+
+    gen = torch.Generator().manual_seed(0)
+    x = torch.rand(50, 3, 4, 5, generator=gen)
+    norm = Normalization((0.49, 0.48, 0.45), (0.25, 0.24, 0.26))
+    rows = torch.randint(0, 50, (12,), generator=gen)
+    whole = norm.apply(x).reshape(50, -1)
+    want = (torch.nn.functional.pad(whole, (0, 1), value=1.0) if ones else whole).index_select(0, rows)
+    got = ibp_native.gather_normalized(x.reshape(50, -1).contiguous(), rows, torch.tensor(norm.mean),
+                                       torch.tensor(norm.std), ones)
+    assert torch.equal(got, want)

@@ -73,9 +73,11 @@ def ibp_steps(target: Target, spec: IBPStepSpec, active: list[int], params: Stat
               weights: torch.Tensor, native: bool = False) -> None:
     """Every local step of the stacked clients (a prefix `active[s]` at step s), in place;
     `native`: the factor selection compiled to C (`ibp_native`) where the tensors allow it."""
-    x = target.normalized(x)  # the step reads x itself, not through forward
+    stats = native_statistics(target, x) if native else None
+    if stats is None:
+        x = target.normalized(x)  # the step reads x itself, not through forward
     run = IBPRun(spec, params, consts, noise, x.reshape(x.shape[0], -1), y, rows, weights,
-                 {k: target.optimizer(k) for k in params}, torch.arange(len(active)), native)
+                 {k: target.optimizer(k) for k in params}, torch.arange(len(active)), native, stats)
     for s, a in enumerate(active):
         run.step(s, a)
     run.finish()
@@ -101,12 +103,15 @@ class IBPRun:
 
     def __init__(self, spec: IBPStepSpec, params: State, consts: State, noise: State,
                  x: torch.Tensor, y: torch.Tensor, rows: torch.Tensor, weights: torch.Tensor,
-                 opts: dict[str, optim.Optimizer], steps: torch.Tensor, native: bool = False) -> None:
-        self.spec, self.params, self.opts = spec, params, opts
+                 opts: dict[str, optim.Optimizer], steps: torch.Tensor, native: bool = False,
+                 raw: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
+        """`raw`: x is the raw input and these its (mean, std) per channel, for the native gather."""
+        self.spec, self.params, self.opts, self.raw = spec, params, opts, raw
         packed = {f"{layer}.{n}" for layer in spec.alpha for n in SELECTION}
         self.plain = {k: v for k, v in params.items() if k not in packed}
         like = params[f"{next(iter(spec.alpha))}.pi_logit"]
-        self.x = F.pad(x, (0, 1), value=1.0) if spec.chain[0][1] else x  # [x, 1] for W_a
+        self.ones = spec.chain[0][1]  # [x, 1] for W_a
+        self.x = x.contiguous() if raw is not None else F.pad(x, (0, 1), value=1.0) if self.ones else x
         self.rows = rows.reshape(rows.shape[0], -1).unbind(0)
         w = weights.to(like.dtype).unsqueeze(-1)
         # the loss's gradient in the logits is softmax * w - onehot * w: the second term, per step
@@ -165,7 +170,10 @@ class IBPRun:
         whole = a == len(w)
         if not whole:
             rows, w, neg_target = rows[:a * w.shape[1]], w[:a], neg_target[:a]
-        x = self.x.index_select(0, rows).view(a, -1, self.x.shape[1])
+        if self.raw is not None:  # normalised and padded as it is gathered
+            x = ibp_native.gather_normalized(self.x, rows, *self.raw, self.ones).view(a, w.shape[1], -1)
+        else:
+            x = self.x.index_select(0, rows).view(a, -1, self.x.shape[1])
         tau, k, tuning = self.taus[s], self.ks[s], self.tuning[s]
         if not whole:
             tau = tau[:a] if tau.dim() and len(tau) > 1 else tau
@@ -191,6 +199,19 @@ class IBPRun:
         for layer, sel in self.sel.items():
             for i, n in enumerate(SELECTION):
                 self.params[f"{layer}.{n}"].copy_(sel[i])
+
+
+def native_statistics(target: Target, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """(mean, std) per channel for the native gather, if the target normalises as the base class
+    does (else the round's input is normalised by the target, as without `native`)."""
+    if type(target).normalized is not Target.normalized or x.dtype != torch.float32 or x.device.type != "cpu":
+        return None
+    channels = x.shape[1] if x.dim() == 4 else 1
+    norm = target.ctx.normalization
+    mean, std = (norm.mean, norm.std) if norm is not None else ((0.0,) * channels, (1.0,) * channels)
+    if len(mean) != channels:
+        return None
+    return torch.tensor(mean, dtype=torch.float32), torch.tensor(std, dtype=torch.float32)
 
 
 def ibp_step(spec: IBPStepSpec, p: State, t: State, x: torch.Tensor, neg_target: torch.Tensor,
