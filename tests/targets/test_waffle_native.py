@@ -148,3 +148,26 @@ def test_native_gather_is_normalise_pad_and_index_select_bit_for_bit(ones: bool)
     got = ibp_native.gather_normalized(x.reshape(50, -1).contiguous(), rows, torch.tensor(norm.mean),
                                        torch.tensor(norm.std), ones)
     assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize(("clients", "chunks"), [(10, [10]), (20, [20]), (50, [25, 25]), (60, [30, 30])])
+def test_native_stacks_are_larger(clients: int, chunks: list[int]) -> None:
+    """Its compiled step releases the GIL and pays less per stack, so it keeps up to 50 clients
+    in a stack, and splits over two threads only when each gets 25 (CPU_IBP_NATIVE_*)."""
+    from fedattack.federation.executor_plugins._stacked import TrainRequest
+    from fedattack.target import ClientContext
+    from fedattack.training import sequential_train
+    from tests.targets.test_waffle_fused import _problems
+    from tests.targets.test_waffle_recipe import uneven_clients
+
+    data = uneven_clients()[0]
+    target = build("waffle-ibp", {}, recipe=RECIPE)
+    problem = _problems(target, [data])[0]
+    reqs = [TrainRequest(target, problem, data, ClientContext(1, 0, 3, sequential_train))] * clients
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        sizes = [len(c) for c in make_executor("batched-native", "cpu")._chunks(reqs, list(range(clients)))]
+    finally:
+        torch.set_num_threads(before)
+    assert sizes == chunks
