@@ -228,3 +228,19 @@ void gather_normalized(long n_rows, long d, int channels, const float *x, const 
         if (ones) dst[d] = 1.0f;
     }
 }
+
+/* Into g = h diag(r b): rb = r * b (C, F) and g = h * rb (C, B, F), in one pass. */
+void lowrank_forward(int clients, int batch, int factors, const float *h, const float *r, const float *b,
+                     float *rb, float *g) {
+    for (int c = 0; c < clients; c++) {
+        float *rbc = rb + (long)c * factors;
+        #pragma omp simd
+        for (int f = 0; f < factors; f++) rbc[f] = r[(long)c * factors + f] * b[(long)c * factors + f];
+        for (int i = 0; i < batch; i++) {
+            const float *hh = h + ((long)c * batch + i) * factors;
+            float *gg = g + ((long)c * batch + i) * factors;
+            #pragma omp simd
+            for (int f = 0; f < factors; f++) gg[f] = hh[f] * rbc[f];
+        }
+    }
+}

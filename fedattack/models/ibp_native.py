@@ -79,7 +79,9 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.relu_backward.argtypes = [L, _P, _P, _P]
     lib.lowrank_backward.argtypes = [i, i, i, _P, _P, _P, _P, _P, _P]
     lib.gather_normalized.argtypes = [L, L, i, _P, _P, _P, _P, i, _P]
-    for name in ("loss_gradient", "relu_forward", "relu_backward", "lowrank_backward", "gather_normalized"):
+    lib.lowrank_forward.argtypes = [i, i, i, _P, _P, _P, _P, _P]
+    for name in ("loss_gradient", "relu_forward", "relu_backward", "lowrank_backward", "gather_normalized",
+                 "lowrank_forward"):
         getattr(lib, name).restype = None
 
 
@@ -152,6 +154,16 @@ def relu_backward(below: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
     grad = torch.empty_like(below)
     library().relu_backward(z.numel(), below.data_ptr(), z.data_ptr(), grad.data_ptr())
     return grad
+
+
+def lowrank_forward(h: torch.Tensor, r: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Into g = h diag(r b): (rb as (C, 1, F), g (C, B, F))."""
+    clients, batch, factors = h.shape
+    assert h.is_contiguous() and r.is_contiguous() and b.is_contiguous()
+    rb, g = torch.empty(clients, 1, factors), torch.empty_like(h)
+    library().lowrank_forward(clients, batch, factors, h.data_ptr(), r.data_ptr(), b.data_ptr(), rb.data_ptr(),
+                              g.data_ptr())
+    return rb, g
 
 
 def lowrank_backward(d_g: torch.Tensor, h: torch.Tensor, rb: torch.Tensor,

@@ -37,8 +37,11 @@ def ibp_step(spec: IBPStepSpec, p: State, t: State, x: torch.Tensor, neg_target:
             if i > 0:
                 acts[-1] = F.pad(acts[-1], (0, 1), value=1.0)
             h = acts[-1].bmm(p[f"{name}.W_a"])
-            rb = (p[f"{name}.r"] * selections[name].b).unsqueeze(1)
-            g = h * rb
+            if native:
+                rb, g = ibp_native.lowrank_forward(h, p[f"{name}.r"], selections[name].b)
+            else:
+                rb = (p[f"{name}.r"] * selections[name].b).unsqueeze(1)
+                g = h * rb
             cache[name] = (h, rb, g)
             z = g.bmm(p[f"{name}.W_b"])
         else:
