@@ -89,6 +89,17 @@ def comparable(versions: Mapping[str, Any] | None) -> tuple[str, ...]:
 Versions = Mapping[str, Any] | None
 
 
+def recorded(value: object) -> Versions:
+    """What a manifest's `versions` or a result's `extra.software` says, read from JSON: None
+    where it is missing or not a mapping (files written before software was recorded)."""
+    return value if isinstance(value, Mapping) else None
+
+
+def made_elsewhere(value: object) -> bool:
+    """Whether a recorded `software()` (as read from a file) is not this software's."""
+    return comparable(recorded(value)) != comparable(software())
+
+
 def distinct(records: Iterable[Versions]) -> dict[tuple[str, ...], tuple[Versions, int]]:
     """The different software among `records`, each with one example and how many made it."""
     seen: dict[tuple[str, ...], tuple[Versions, int]] = {}

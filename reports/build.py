@@ -15,7 +15,7 @@ from typing import Any
 from fedattack import provenance
 from fedattack.reports import document as doc
 from fedattack.reports.aggregate import Row, Stat, Table, attack_tables, utility_table
-from fedattack.reports.collect import Inputs, LoadedResult, collect
+from fedattack.reports.collect import Inputs, collect
 from fedattack.reports.compare import comparison
 from fedattack.reports.figures import privacy_utility_figure, roc_figures
 from fedattack.reports.inversion_grid import inversion_figures
@@ -77,7 +77,7 @@ def software_note(inputs: Inputs) -> str:
     """What made the runs and results: one line when it was one version, and a warning when not
     (an experiment rerun after an upgrade reuses the cells the old version made)."""
     runs = provenance.distinct(r.software for r in inputs.runs if r.path is not None)
-    results = provenance.distinct(_result_software(r) for r in inputs.results)
+    results = provenance.distinct(provenance.recorded(r.result.extra.get("software")) for r in inputs.results)
     unknown = provenance.comparable(None)
 
     def count(found: dict[tuple[str, ...], tuple[Any, int]], key: tuple[str, ...]) -> int:
@@ -94,11 +94,6 @@ def software_note(inputs: Inputs) -> str:
     return (f"**Made by {len(keys)} different versions of the software**: {'; '.join(parts)}. Their numbers "
             "may differ for that reason alone: rerunning an experiment reuses the cells an earlier "
             f"version made; remove those folders (or use a new --out) to recompute them.{old} {built}")
-
-
-def _result_software(r: LoadedResult) -> dict[str, Any] | None:
-    software = r.result.extra.get("software")
-    return software if isinstance(software, dict) else None
 
 
 def _table_blocks(heading: str | None, tables: list[Table], out: Path) -> list[doc.Block]:

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fedattack import provenance
 from fedattack.registry import TARGETS, UserError
 from fedattack.results import RESULT_SCHEMA, AttackResult
 
@@ -38,7 +39,7 @@ class RunInfo:
     recipe: dict[str, Any] = field(default_factory=dict)  # local training: epochs, batch size, lr
     partition_options: dict[str, Any] = field(default_factory=dict)
     setting: str = ""  # recipe values that differ among this method's runs ("epochs=5"), also in the label
-    software: dict[str, Any] | None = None  # the manifest's `versions` (`fedattack.provenance`)
+    software: provenance.Versions = None  # the manifest's `versions` (`fedattack.provenance`)
 
     @property
     def label(self) -> str:
@@ -196,7 +197,7 @@ def read_run(folder: Path, strict: bool = True) -> RunInfo | None:
                        variant=variant_of(spec["method"], spec.get("hyper"), manifest.get("source")),
                        recipe=dict(spec.get("recipe") or {}),
                        partition_options=_partition_options(manifest.get("partition"), spec),
-                       software=manifest.get("versions") if isinstance(manifest.get("versions"), dict) else None)
+                       software=provenance.recorded(manifest.get("versions")))
     except (OSError, ValueError, KeyError, TypeError):
         if strict:
             raise UserError(f"{folder} is not a complete fedattack run directory") from None

@@ -207,10 +207,9 @@ def remaining(spec: EvaluationSpec, fed: Federation, previous: list[Path]) -> Ev
 
 def _other_software(made: list[object]) -> str:
     """A note when results kept by --resume were made by other software than this one."""
-    from fedattack.provenance import comparable, describe, software
+    from fedattack.provenance import describe, made_elsewhere, software
 
-    here = comparable(software())
-    other = [m for m in made if comparable(m if isinstance(m, dict) else None) != here]
+    other = [m for m in made if made_elsewhere(m)]
     if not other:
         return ""
     return (f"; {len(other)} of the results kept were made by other software than this "

@@ -145,14 +145,13 @@ def _made_by_other(record: Path, key: str, summary: Summary) -> str:
     """'' when the reused cell was made by this software; else what made it, for its line (and
     counted for the summary): a cell's address does not change with the code."""
     try:
-        recorded = json.loads(record.read_text()).get(key)
+        made = provenance.recorded(json.loads(record.read_text()).get(key))
     except (OSError, ValueError, AttributeError):
-        recorded = None
-    recorded = recorded if isinstance(recorded, dict) else None
-    if provenance.comparable(recorded) == provenance.comparable(software()):
+        made = None
+    if not provenance.made_elsewhere(made):
         return ""
     summary.other_software += 1
-    return f" (made by {provenance.describe(recorded)})"
+    return f" (made by {provenance.describe(made)})"
 
 
 def _train_tasks(jobs: Plan, out: Path, train: Trainer, data_root: str | None, download: bool, bars: bool,
