@@ -11,7 +11,7 @@ Why opt-in: it needs a C compiler when it runs, and its float32 results are not 
 path's bits (libmvec's expf and this order of operations round differently; tests hold the two
 within float32 tolerance). The library is compiled from the package's own source into a fresh
 temporary folder once per process (about half a second), so nothing compiled earlier is ever
-loaded from disk; a run records in its manifest's `numerics` that it used it.
+loaded from disk; a run names the executor it was trained with in its spec.
 """
 
 from __future__ import annotations
@@ -69,20 +69,21 @@ def library() -> ctypes.CDLL:
 
 
 def _declare(lib: ctypes.CDLL) -> None:
+    """Every C function's argument types (all return void), as ibp_native.c declares them."""
     i, f, L = ctypes.c_int, ctypes.c_float, ctypes.c_long
-    lib.selection_forward.argtypes = [i, i, _P, L, _P, _P, _P, _P, f, f, f, f, f, _P, _P]
-    lib.selection_forward.restype = None
-    lib.selection_backward.argtypes = [i, i, _P, L, _P, _P, _P, _P, _P, f, f, f, i, f, f, f, _P, _P]
-    lib.selection_backward.restype = None
-    lib.loss_gradient.argtypes = [L, i, _P, _P, _P, _P]
-    lib.relu_forward.argtypes = [L, _P, _P]
-    lib.relu_backward.argtypes = [L, _P, _P, _P]
-    lib.lowrank_backward.argtypes = [i, i, i, _P, _P, _P, _P, _P, _P]
-    lib.gather_normalized.argtypes = [L, L, i, _P, _P, _P, _P, i, _P]
-    lib.lowrank_forward.argtypes = [i, i, i, _P, _P, _P, _P, _P]
-    for name in ("loss_gradient", "relu_forward", "relu_backward", "lowrank_backward", "gather_normalized",
-                 "lowrank_forward"):
-        getattr(lib, name).restype = None
+    signatures = {
+        "selection_forward": [i, i, _P, L, _P, _P, _P, _P, f, f, f, f, f, _P, _P],
+        "selection_backward": [i, i, _P, L, _P, _P, _P, _P, _P, f, f, f, i, f, f, f, _P, _P],
+        "loss_gradient": [L, i, _P, _P, _P, _P],
+        "relu_forward": [L, _P, _P],
+        "relu_backward": [L, _P, _P, _P],
+        "lowrank_forward": [i, i, i, _P, _P, _P, _P, _P],
+        "lowrank_backward": [i, i, i, _P, _P, _P, _P, _P, _P],
+        "gather_normalized": [L, L, i, _P, _P, _P, _P, i, _P],
+    }
+    for name, argtypes in signatures.items():
+        function = getattr(lib, name)
+        function.argtypes, function.restype = argtypes, None
 
 
 def available() -> bool:
@@ -102,6 +103,12 @@ def per_step_rows(taus: Sequence[torch.Tensor], ks: Sequence[torch.Tensor], tuni
 
     flags = [torch.zeros(clients, 1, dtype=torch.bool) if t is None else t for t in tuning]
     return rows(taus, torch.float32), rows(ks, torch.float32), rows(flags, torch.uint8)
+
+
+def selection_buffers(clients: int, factors: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """b, the forward's cache and the backward's scratch of `NativeSelection`, kept across steps."""
+    return (torch.empty(clients, factors), torch.empty(CACHE_PLANES, clients, factors),
+            torch.empty(clients, factors))
 
 
 class NativeSelection:

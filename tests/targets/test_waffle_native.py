@@ -56,11 +56,10 @@ def test_native_selection_equals_the_eager_one(kl_b: str, scale: float, tuning: 
     eager = SelectionStep(sel, logistic, log_1mu_v, tau, k, prior, flags)
     want = torch.empty(3, a, sel.shape[2])
     eager.grads(g_b, want)
-    b, cache, scratch = torch.empty(a, sel.shape[2]), torch.empty(8, a, sel.shape[2]), torch.empty(a, sel.shape[2])
     native = ibp_native.NativeSelection(
         sel, logistic, log_1mu_v, tau.expand(a, 1).reshape(a).contiguous(), k.reshape(a).contiguous(),
         (flags if flags is not None else torch.zeros(a, 1, dtype=torch.bool)).reshape(a).to(torch.uint8),
-        prior, b, cache, scratch)
+        prior, *ibp_native.selection_buffers(a, sel.shape[2]))
     got = torch.empty(3, a, sel.shape[2])
     native.grads(g_b, got)
     torch.testing.assert_close(native.b, eager.b, atol=1e-6, rtol=1e-5)

@@ -161,8 +161,8 @@ class IBPRun:
                 {k: {n: t[:a] for n, t in st.items()} for k, st in self.states.items()},
                 sel, {layer: {n: t[:, :a] for n, t in st.items()} for layer, st in self.sel_states.items()},
                 {layer: torch.empty(s.shape, dtype=s.dtype) for layer, s in sel.items()},
-                {layer: (torch.empty(s.shape[1:]), torch.empty(8, *s.shape[1:]), torch.empty(s.shape[1:]))
-                 for layer, s in sel.items()} if self.native else {})
+                {layer: ibp_native.selection_buffers(*s.shape[1:]) for layer, s in sel.items()}
+                if self.native else {})
         return self.prefixes[a]
 
     def step(self, s: int, a: int) -> None:
@@ -176,18 +176,7 @@ class IBPRun:
             x = ibp_native.gather_normalized(self.x, rows, *self.raw, self.ones).view(a, w.shape[1], -1)
         else:
             x = self.x.index_select(0, rows).view(a, -1, self.x.shape[1])
-        tau, k, tuning = self.taus[s], self.ks[s], self.tuning[s]
-        if not whole:
-            tau = tau[:a] if tau.dim() and len(tau) > 1 else tau
-            k, tuning = k[:a], tuning[:a] if tuning is not None else None
-        selections: dict[str, SelectionStep | NativeSelection] = {}
-        for layer, (logistic, log_1mu_v) in self.noise.items():
-            n_s, v_s = (logistic[s], log_1mu_v[s]) if whole else (logistic[s][:a], log_1mu_v[s][:a])
-            if self.native:
-                selections[layer] = NativeSelection(v.sel[layer], n_s, v_s, self.tau_rows[s, :a], self.k_rows[s, :a],
-                                                    self.tuning_rows[s, :a], self.priors[layer], *v.buffers[layer])
-            else:
-                selections[layer] = SelectionStep(v.sel[layer], n_s, v_s, tau, k, self.priors[layer], tuning)
+        selections = self._selections(v, s, a, whole)
         grads = ibp_step(self.spec, v.p, v.t, x, neg_target, w, selections, v.sel_grad, self.opts, self.native)
         for name, g in grads.items():
             optim.step_(self.opts[name], v.p[name], g, v.states[name], s + 1)
@@ -196,6 +185,20 @@ class IBPRun:
                 v.sel[layer].sub_(v.sel_grad[layer], alpha=opt.lr)
             else:
                 optim.step_(opt, v.sel[layer], v.sel_grad[layer], v.sel_states[layer], s + 1)
+
+    def _selections(self, v: _Prefix, s: int, a: int, whole: bool) -> dict[str, SelectionStep | NativeSelection]:
+        """Each factorised layer's selection at step `s` for the first `a` clients."""
+        noise = {layer: (n[s], u[s]) if whole else (n[s][:a], u[s][:a]) for layer, (n, u) in self.noise.items()}
+        if self.native:
+            per_client = (self.tau_rows[s, :a], self.k_rows[s, :a], self.tuning_rows[s, :a])
+            return {layer: NativeSelection(v.sel[layer], *noise[layer], *per_client, self.priors[layer],
+                                           *v.buffers[layer]) for layer in noise}
+        tau, k, tuning = self.taus[s], self.ks[s], self.tuning[s]
+        if not whole:
+            tau = tau[:a] if tau.dim() and len(tau) > 1 else tau
+            k, tuning = k[:a], tuning[:a] if tuning is not None else None
+        return {layer: SelectionStep(v.sel[layer], *noise[layer], tau, k, self.priors[layer], tuning)
+                for layer in noise}
 
     def finish(self) -> None:
         for layer, sel in self.sel.items():

@@ -1,4 +1,4 @@
-"""`batched-native`: `batched`, with WAFFLe's factor selection compiled to C.
+"""`batched-native`: `batched`, with the elementwise work of WAFFLe's step compiled to C.
 
 Opt-in because it compiles C when it starts (gcc or cc, with glibc's libmvec; about half a
 second, once per process) and because its float32 results are not the `batched` executor's bits:
@@ -15,7 +15,7 @@ from fedattack.models.ibp_native import library
 
 @EXECUTORS.register("batched-native")
 class BatchedNativeExecutor(BatchedExecutor):
-    """All sampled clients of a round at once, WAFFLe's selection as compiled C (needs gcc)."""
+    """All sampled clients of a round at once, WAFFLe's step partly compiled C (needs gcc)."""
 
     native = True
 
