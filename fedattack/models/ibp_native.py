@@ -17,7 +17,6 @@ loaded from disk; a run names the executor it was trained with in its spec.
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import shutil
 import subprocess
 import tempfile
@@ -53,7 +52,7 @@ def library() -> ctypes.CDLL:
     except OSError as exc:
         raise NativeUnavailable(f"the batched-native executor compiles C into a temporary folder and could not "
                                 f"make one ({exc.strerror}); set TMPDIR, or use --executor batched") from None
-    target = folder / f"ibp_native_{hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:12]}.so"
+    target = folder / "ibp_native.so"
     try:
         done = subprocess.run([compiler, *FLAGS, str(SOURCE), "-o", str(target), "-lmvec", "-lm"],
                               capture_output=True, text=True)
