@@ -19,7 +19,7 @@ operations whatever the number of clients, about half what an operation-for-oper
 transcription of `local_loss` took.
 
 Under `--executor batched-native` (`native`) the selection and the elementwise work between the
-products run as compiled C instead (`fedattack.models.ibp_native`): six calls for ~85 operations.
+products run as compiled C instead (`fedattack.models.ibp_native`): eight calls for ~85 operations.
 
 A target opts in by answering `ibp_step_spec(problem)` with an `IBPStepSpec` when its loss is
 exactly the one computed here (`targets/waffle_ibp.py`), and None otherwise. Same mathematics
