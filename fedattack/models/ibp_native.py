@@ -3,9 +3,9 @@
 `ibp_grad.SelectionStep` is ~60 torch operations on (C, F) tensors and the step around the
 products ~25 more, and at the MNIST setting's sizes each costs its dispatch (2-5 us), not its
 arithmetic: about half of a step. Here the same formulas (`ibp_native.c`: the selection and its
-backward, the loss gradient, ReLU, the low-rank layer's elementwise part, the batch gather) run as
-eight C calls a step, their loops
-vectorised by gcc with glibc's vector maths library (libmvec); the matrix products stay torch's.
+backward, the loss gradient, ReLU, the low-rank layer's elementwise part, the batch gather) run
+as eight C calls a step, their loops vectorised by gcc with glibc's vector maths library
+(libmvec); the matrix products stay torch's.
 Measured on the 2-core machine: benchmarks/README.md.
 
 Why opt-in: it needs a C compiler when it runs, and its float32 results are not the eager
