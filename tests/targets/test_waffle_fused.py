@@ -203,3 +203,32 @@ def test_floor_on_log_pi_changes_no_bit(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setattr(ibp_grad, "LOG_P_MIN", -math.inf)
     b0, grads0, _ = step()
     assert torch.equal(b, b0) and torch.equal(grads, grads0)
+
+
+
+DEEP_HYPERS = [{}, {"recipe": "ibp-wf", "optimizer": "adam-selection"}]
+
+
+def deep_target(hyper: dict[str, object]) -> Target:
+    """WAFFLe on an MLP of two hidden layers, which factorises both (24 and 16 factors): the
+    second reads its input with a column of ones, passes a gradient below and has a prior of
+    its own size, paths the MNIST MLP never takes. Needs `isolated_registries`."""
+    from fedattack.models.zoo.mlp import MLP
+    from fedattack.registry import MODELS
+
+    MODELS.add("deep-mlp", lambda shape, classes, layers: MLP(64, [24, 16], classes, layers))
+    target = build("waffle-ibp", dict(hyper), model="deep-mlp", recipe=RECIPE)
+    spec = ibp_spec(target, _problems(target, uneven_clients())[0])
+    assert spec is not None and spec.chain == (("fc1", True), ("fc2", True), ("fc3", False))
+    return target
+
+
+def assert_trains_as_vmap(executor: Executor, target: Target) -> None:
+    for a, b in zip(_train(executor, target), _train(BatchedExecutor(fast=False), target)):
+        for k in a:
+            torch.testing.assert_close(a[k], b[k], atol=1e-4, rtol=1e-3, msg=k)
+
+
+@pytest.mark.parametrize("hyper", DEEP_HYPERS)
+def test_deeper_chains_train_as_the_vmap_path(hyper: dict[str, object], isolated_registries: None) -> None:
+    assert_trains_as_vmap(BatchedExecutor(), deep_target(hyper))

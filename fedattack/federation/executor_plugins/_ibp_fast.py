@@ -121,7 +121,8 @@ class IBPRun:
         self.w = w.unbind(0)
         self.sel = {layer: torch.stack([params[f"{layer}.{n}"] for n in SELECTION]) for layer in spec.alpha}
         self.sel_opt = {layer: opts[f"{layer}.pi_logit"] for layer in spec.alpha}  # see ibp_spec
-        self.priors = {layer: LayerPrior.of(alpha, spec.scale, spec.kl_b, spec.kappa or 0.0, like)
+        self.priors = {layer: LayerPrior.of(alpha, spec.scale, spec.kl_b, spec.kappa or 0.0,
+                                            params[f"{layer}.pi_logit"])  # its own number of factors
                        for layer, alpha in spec.alpha.items()}
         drawn = {layer: SelectionNoise.of(noise[f"{layer}.u_b"], noise[f"{layer}.u_v"])
                  for layer in spec.alpha}
