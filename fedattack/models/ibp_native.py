@@ -105,91 +105,53 @@ def per_step_rows(taus: Sequence[torch.Tensor], ks: Sequence[torch.Tensor], tuni
     return rows(taus, torch.float32), rows(ks, torch.float32), rows(flags, torch.uint8)
 
 
-def selection_buffers(clients: int, factors: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """b, the forward's cache and the backward's scratch of `NativeSelection`, kept across steps."""
-    return (torch.empty(clients, factors), torch.empty(CACHE_PLANES, clients, factors),
-            torch.empty(clients, factors))
-
-
 class NativeSelection:
-    """`SelectionStep`'s interface (`b`, `grads`) over the compiled functions, for float32 CPU
-    tensors. `tau`, `k` and `tuning` are per client, (C,) contiguous (tuning as uint8); `b`,
-    `cache` and `scratch` are buffers the caller keeps across steps."""
+    """One factorised layer's selection for a fixed stack of clients, over the compiled
+    functions: `draw` writes the step's b, `grads` the gradients of the stored parameters.
+    Everything fixed for the stack (the parameters' address, the prior, the buffers b, the
+    forward's cache and the backward's scratch) is bound once; a step passes only the
+    addresses of its rows: the noise (C, F), and per client tau, k (float32) and the
+    fine-tuning flag (uint8), each contiguous. `sel` (3, C, F) must stay where it is."""
 
-    def __init__(self, sel: torch.Tensor, logistic: torch.Tensor, log_1mu_v: torch.Tensor, tau: torch.Tensor,
-                 k: torch.Tensor, tuning: torch.Tensor, prior: LayerPrior, b: torch.Tensor,
-                 cache_buf: torch.Tensor, scratch: torch.Tensor) -> None:
-        self.sel, self.tau, self.k, self.tuning, self.prior = sel, tau, k, tuning, prior
-        self.cache, self.scratch, self.b = cache_buf, scratch, b
-        clients, factors = logistic.shape
-        self.shape = (clients, factors)
-        library().selection_forward(clients, factors, sel.data_ptr(), sel.stride(0), logistic.data_ptr(),
-                                    log_1mu_v.data_ptr(), tau.data_ptr(), tuning.data_ptr(), prior.scale,
-                                    prior.kappa, ibp.LOGIT_MAX, LOG_V_MIN, LOG_P_MIN, b.data_ptr(),
-                                    cache_buf.data_ptr())
+    def __init__(self, sel: torch.Tensor, prior: LayerPrior) -> None:
+        _, clients, factors = sel.shape
+        assert sel.dtype == torch.float32 and sel.stride(2) == 1 and sel.stride(1) == factors
+        self.b = torch.empty(clients, factors)
+        self.cache = torch.empty(CACHE_PLANES, clients, factors)
+        self.scratch = torch.empty(clients, factors)
+        lib = library()
+        self._forward, self._backward = lib.selection_forward, lib.selection_backward
+        self._head = (clients, factors, sel.data_ptr(), sel.stride(0))
+        self._drawn = (prior.scale, prior.kappa, ibp.LOGIT_MAX, LOG_V_MIN, LOG_P_MIN, self.b.data_ptr(),
+                       self.cache.data_ptr())
+        self._prior = (prior.scale, prior.kappa, prior.alpha, int(prior.kl_b == "concrete"), ibp.LOGIT_MAX,
+                       ibp.PROB_EPS, LOG_V_MIN)
 
-    def grads(self, g_b: torch.Tensor, out: torch.Tensor) -> None:
-        """Gradients of the stored parameters into `out` (3, C, F), contiguous, given dNLL/db."""
-        clients, factors = self.shape
-        g_b = g_b.contiguous()
-        prior = self.prior
-        library().selection_backward(clients, factors, self.sel.data_ptr(), self.sel.stride(0), g_b.data_ptr(),
-                                     self.cache.data_ptr(), self.tau.data_ptr(), self.k.data_ptr(),
-                                     self.tuning.data_ptr(), prior.scale, prior.kappa, prior.alpha,
-                                     int(prior.kl_b == "concrete"), ibp.LOGIT_MAX, ibp.PROB_EPS, LOG_V_MIN,
-                                     out.data_ptr(), self.scratch.data_ptr())
+    def draw(self, logistic: int, log_1mu_v: int, tau: int, tuning: int) -> None:
+        """b for one step, from the addresses of its noise and per-client rows."""
+        self._forward(*self._head, logistic, log_1mu_v, tau, tuning, *self._drawn)
 
-
-def loss_gradient(z: torch.Tensor, neg_target: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """softmax(z) * w + neg_target (= -onehot * w): the loss's gradient in the logits (C, B, K)."""
-    z, neg_target, w = z.contiguous(), neg_target.contiguous(), w.contiguous()
-    grad = torch.empty_like(z)
-    library().loss_gradient(z.numel() // z.shape[-1], z.shape[-1], z.data_ptr(), neg_target.data_ptr(),
-                            w.data_ptr(), grad.data_ptr())
-    return grad
+    def grads(self, g_b: int, tau: int, k: int, tuning: int, out: int) -> None:
+        """Gradients of NLL + k KL in the stored parameters into `out` (3, C, F), given dNLL/db
+        (C, F), after `draw` with the same tau and tuning."""
+        self._backward(*self._head, g_b, self.cache.data_ptr(), tau, k, tuning, *self._prior, out,
+                       self.scratch.data_ptr())
 
 
-def relu(z: torch.Tensor) -> torch.Tensor:
-    z = z.contiguous()
-    act = torch.empty_like(z)
-    library().relu_forward(z.numel(), z.data_ptr(), act.data_ptr())
-    return act
+class NativeGather:
+    """A step's batch, gathered from the rows of the raw input (N, D) float32, normalised per
+    channel as (x - mean) / std and padded with W_a's column of ones (`ones`) in one pass, into
+    one buffer of `rows` rows that every step reuses."""
 
+    def __init__(self, x: torch.Tensor, mean: torch.Tensor, std: torch.Tensor, ones: bool, rows: int) -> None:
+        assert x.is_contiguous() and x.dtype == torch.float32 and mean.is_contiguous() and std.is_contiguous()
+        self.keep = (x, mean, std)
+        self.out = torch.empty(rows, x.shape[1] + int(ones))
+        self._gather = library().gather_normalized
+        self._head = (rows, x.shape[1], len(mean), x.data_ptr())
+        self._tail = (mean.data_ptr(), std.data_ptr(), int(ones), self.out.data_ptr())
 
-def relu_backward(below: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
-    below, z = below.contiguous(), z.contiguous()
-    grad = torch.empty_like(below)
-    library().relu_backward(z.numel(), below.data_ptr(), z.data_ptr(), grad.data_ptr())
-    return grad
-
-
-def lowrank_forward(h: torch.Tensor, r: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Into g = h diag(r b): (rb as (C, 1, F), g (C, B, F))."""
-    clients, batch, factors = h.shape
-    assert h.is_contiguous() and r.is_contiguous() and b.is_contiguous()
-    rb, g = torch.empty(clients, 1, factors), torch.empty_like(h)
-    library().lowrank_forward(clients, batch, factors, h.data_ptr(), r.data_ptr(), b.data_ptr(), rb.data_ptr(),
-                              g.data_ptr())
-    return rb, g
-
-
-def lowrank_backward(d_g: torch.Tensor, h: torch.Tensor, rb: torch.Tensor,
-                     r: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Through g = h diag(r b): (g_rb, g_b = g_rb * r), and d_g scaled by rb in place (d_h)."""
-    clients, batch, factors = d_g.shape
-    assert d_g.is_contiguous() and h.is_contiguous() and rb.is_contiguous() and r.is_contiguous()
-    g_rb, g_b = torch.empty(clients, factors), torch.empty(clients, factors)
-    library().lowrank_backward(clients, batch, factors, d_g.data_ptr(), h.data_ptr(), rb.data_ptr(),
-                               r.data_ptr(), g_rb.data_ptr(), g_b.data_ptr())
-    return g_rb, g_b
-
-
-def gather_normalized(x: torch.Tensor, rows: torch.Tensor, mean: torch.Tensor, std: torch.Tensor,
-                      ones: bool) -> torch.Tensor:
-    """(x[rows] - mean) / std per channel, flattened, with a trailing column of ones if `ones`.
-    x: (N, D) raw float32, contiguous; mean, std: (channels,) float32."""
-    assert x.is_contiguous() and rows.is_contiguous() and rows.dtype == torch.int64
-    out = torch.empty(len(rows), x.shape[1] + int(ones))
-    library().gather_normalized(len(rows), x.shape[1], len(mean), x.data_ptr(), rows.data_ptr(),
-                                mean.data_ptr(), std.data_ptr(), int(ones), out.data_ptr())
-    return out
+    def __call__(self, rows: int) -> torch.Tensor:
+        """The batch of the int64 row numbers at address `rows`."""
+        self._gather(*self._head, rows, *self._tail)
+        return self.out

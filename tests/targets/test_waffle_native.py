@@ -19,7 +19,7 @@ from fedattack.models import ibp_native
 from fedattack.models.ibp_grad import LayerPrior, SelectionStep
 from fedattack.registry import UserError
 from tests.conftest import build
-from tests.targets.test_waffle_fused import HYPERS, RECIPE, _train
+from tests.targets.test_waffle_fused import DEEP_HYPERS, HYPERS, RECIPE, _train, assert_trains_as_vmap, deep_target
 
 pytestmark = pytest.mark.skipif(not ibp_native.available(), reason="no C compiler with libmvec here")
 
@@ -56,12 +56,14 @@ def test_native_selection_equals_the_eager_one(kl_b: str, scale: float, tuning: 
     eager = SelectionStep(sel, logistic, log_1mu_v, tau, k, prior, flags)
     want = torch.empty(3, a, sel.shape[2])
     eager.grads(g_b, want)
-    native = ibp_native.NativeSelection(
-        sel, logistic, log_1mu_v, tau.expand(a, 1).reshape(a).contiguous(), k.reshape(a).contiguous(),
-        (flags if flags is not None else torch.zeros(a, 1, dtype=torch.bool)).reshape(a).to(torch.uint8),
-        prior, *ibp_native.selection_buffers(a, sel.shape[2]))
+    rows = {"tau": tau.expand(a, 1).reshape(a).contiguous(), "k": k.reshape(a).contiguous(),
+            "tuning": (flags if flags is not None else torch.zeros(a, 1, dtype=torch.bool)).reshape(a).to(torch.uint8)}
+    native = ibp_native.NativeSelection(sel, prior)
+    native.draw(logistic.contiguous().data_ptr(), log_1mu_v.contiguous().data_ptr(), rows["tau"].data_ptr(),
+                rows["tuning"].data_ptr())
     got = torch.empty(3, a, sel.shape[2])
-    native.grads(g_b, got)
+    native.grads(g_b.contiguous().data_ptr(), rows["tau"].data_ptr(), rows["k"].data_ptr(), rows["tuning"].data_ptr(),
+                 got.data_ptr())
     torch.testing.assert_close(native.b, eager.b, atol=1e-6, rtol=1e-5)
     scale_of = want.abs().amax(dim=(1, 2), keepdim=True) + 1e-3  # each parameter's own magnitude
     torch.testing.assert_close(got / scale_of, want / scale_of, atol=2e-5, rtol=0)
@@ -144,8 +146,9 @@ def test_native_gather_is_normalise_pad_and_index_select_bit_for_bit(ones: bool)
     rows = torch.randint(0, 50, (12,), generator=gen)
     whole = norm.apply(x).reshape(50, -1)
     want = (torch.nn.functional.pad(whole, (0, 1), value=1.0) if ones else whole).index_select(0, rows)
-    got = ibp_native.gather_normalized(x.reshape(50, -1).contiguous(), rows, torch.tensor(norm.mean),
-                                       torch.tensor(norm.std), ones)
+    gather = ibp_native.NativeGather(x.reshape(50, -1).contiguous(), torch.tensor(norm.mean), torch.tensor(norm.std),
+                                     ones, len(rows))
+    got = gather(rows.data_ptr())
     assert torch.equal(got, want)
 
 
@@ -170,3 +173,9 @@ def test_native_stacks_are_larger(clients: int, chunks: list[int]) -> None:
     finally:
         torch.set_num_threads(before)
     assert sizes == chunks
+
+
+
+@pytest.mark.parametrize("hyper", DEEP_HYPERS)
+def test_native_deeper_chains_train_as_the_vmap_path(hyper: dict[str, object], isolated_registries: None) -> None:
+    assert_trains_as_vmap(make_executor("batched-native", "cpu"), deep_target(hyper))

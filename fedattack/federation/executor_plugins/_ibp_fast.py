@@ -18,8 +18,9 @@ views of the parameters for each set of clients still training. A step is then ~
 operations whatever the number of clients, about half what an operation-for-operation
 transcription of `local_loss` took.
 
-Under `--executor batched-native` (`native`) the selection and the elementwise work between the
-products run as compiled C instead (`fedattack.models.ibp_native`): eight calls for ~85 operations.
+Under `--executor batched-native` (`native`) a stack steps through `_ibp_native_step.NativeStep`
+instead: the selection and the elementwise work between the products compiled
+(`fedattack.models.ibp_native`), and the buffers and arguments kept from step to step.
 
 A target opts in by answering `ibp_step_spec(problem)` with an `IBPStepSpec` when its loss is
 exactly the one computed here (`targets/waffle_ibp.py`), and None otherwise. Same mathematics
@@ -35,10 +36,10 @@ import torch
 import torch.nn.functional as F
 
 from fedattack import optim
+from fedattack.federation.executor_plugins._ibp_native_step import NativeStep, RoundInputs, Rows
 from fedattack.federation.executor_plugins._ibp_step import ibp_step
 from fedattack.models import ibp_native
 from fedattack.models.ibp_grad import LayerPrior, SelectionNoise, SelectionStep
-from fedattack.models.ibp_native import NativeSelection
 from fedattack.target import LocalProblem, State, Target
 
 SELECTION = ("pi_logit", "log_c", "log_d")  # a factorised layer's private parameters, packed in this order
@@ -75,6 +76,7 @@ def ibp_steps(target: Target, spec: IBPStepSpec, active: list[int], params: Stat
               weights: torch.Tensor, native: bool = False) -> None:
     """Every local step of the stacked clients (a prefix `active[s]` at step s), in place;
     `native`: the factor selection compiled to C (`ibp_native`) where the tensors allow it."""
+    native = native and runs_native(spec, params)
     stats = native_statistics(target, x) if native else None
     if stats is None:
         x = target.normalized(x)  # the step reads x itself, not through forward
@@ -95,7 +97,7 @@ class _Prefix:
     sel: dict[str, torch.Tensor]      # per factorised layer, (3, a, F)
     sel_states: dict[str, State]
     sel_grad: dict[str, torch.Tensor]  # a buffer each step's selection gradient is written into
-    buffers: dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]  # native: b, cache, scratch
+    native: NativeStep | None = None
 
 
 class IBPRun:
@@ -113,12 +115,14 @@ class IBPRun:
         self.plain = {k: v for k, v in params.items() if k not in packed}
         like = params[f"{next(iter(spec.alpha))}.pi_logit"]
         self.ones = spec.chain[0][1]  # [x, 1] for W_a
+        self.native = native and runs_native(spec, params)
+        assert raw is None or self.native, "a raw input is for the native step's gather"
         self.x = x.contiguous() if raw is not None else F.pad(x, (0, 1), value=1.0) if self.ones else x
         self.rows = rows.reshape(rows.shape[0], -1).unbind(0)
         w = weights.to(like.dtype).unsqueeze(-1)
         # the loss's gradient in the logits is softmax * w - onehot * w: the second term, per step
-        self.neg_targets = (F.one_hot(y, _classes(spec, params)).to(like.dtype)[rows] * -w).unbind(0)
-        self.w = w.unbind(0)
+        neg_targets = F.one_hot(y, _classes(spec, params)).to(like.dtype)[rows] * -w
+        self.neg_targets, self.w = neg_targets.unbind(0), w.unbind(0)
         self.sel = {layer: torch.stack([params[f"{layer}.{n}"] for n in SELECTION]) for layer in spec.alpha}
         self.sel_opt = {layer: opts[f"{layer}.pi_logit"] for layer in spec.alpha}  # see ibp_spec
         self.priors = {layer: LayerPrior.of(alpha, spec.scale, spec.kl_b, spec.kappa or 0.0,
@@ -128,10 +132,8 @@ class IBPRun:
                  for layer in spec.alpha}
         self.noise = {layer: (d.logistic.unbind(0), d.log_1mu_v.unbind(0)) for layer, d in drawn.items()}
         self._per_step(consts, steps.unsqueeze(1), like.dtype)
-        self.native = native and like.dtype == torch.float32 and like.device.type == "cpu"
-        if self.native:  # the same per-step values as (S, C) rows, as the C selection reads them
-            self.tau_rows, self.k_rows, self.tuning_rows = ibp_native.per_step_rows(
-                self.taus, self.ks, self.tuning, like.shape[0])
+        if self.native:
+            self.inputs = self._round_inputs(rows, neg_targets, w, drawn, like.shape[0])
         self.states = {k: optim.init_state(opts[k], p) for k, p in self.plain.items()}
         self.sel_states = {layer: optim.init_state(self.sel_opt[layer], s) for layer, s in self.sel.items()}
         self.prefixes: dict[int, _Prefix] = {}
@@ -161,24 +163,25 @@ class IBPRun:
                 p, {k: v.transpose(1, 2) if v.dim() == 3 else v.unsqueeze(1) for k, v in p.items()},
                 {k: {n: t[:a] for n, t in st.items()} for k, st in self.states.items()},
                 sel, {layer: {n: t[:, :a] for n, t in st.items()} for layer, st in self.sel_states.items()},
-                {layer: torch.empty(s.shape, dtype=s.dtype) for layer, s in sel.items()},
-                {layer: ibp_native.selection_buffers(*s.shape[1:]) for layer, s in sel.items()}
-                if self.native else {})
+                {layer: torch.empty(s.shape, dtype=s.dtype) for layer, s in sel.items()})
+            if self.native:
+                v = self.prefixes[a]
+                v.native = NativeStep(self.spec.chain, v.p, v.t, v.sel, v.sel_grad, self.opts, self.priors,
+                                      self.inputs, a)
         return self.prefixes[a]
+
+    def _round_inputs(self, rows: torch.Tensor, neg_targets: torch.Tensor, w: torch.Tensor,
+                      drawn: dict[str, SelectionNoise], clients: int) -> RoundInputs:
+        """The round's inputs as the native step reads them, each step a row at an address."""
+        tau, k, tuning = ibp_native.per_step_rows(self.taus, self.ks, self.tuning, clients)
+        return RoundInputs(Rows(rows.reshape(rows.shape[0], -1)), Rows(neg_targets), Rows(w),
+                           {layer: (Rows(d.logistic), Rows(d.log_1mu_v)) for layer, d in drawn.items()},
+                           Rows(tau), Rows(k), Rows(tuning), rows.shape[-1], self.x, self.raw, self.ones)
 
     def step(self, s: int, a: int) -> None:
         """Local step `s` of the first `a` clients."""
         v = self._prefix(a)
-        rows, w, neg_target = self.rows[s], self.w[s], self.neg_targets[s]
-        whole = a == len(w)
-        if not whole:
-            rows, w, neg_target = rows[:a * w.shape[1]], w[:a], neg_target[:a]
-        if self.raw is not None:  # normalised and padded as it is gathered
-            x = ibp_native.gather_normalized(self.x, rows, *self.raw, self.ones).view(a, w.shape[1], -1)
-        else:
-            x = self.x.index_select(0, rows).view(a, -1, self.x.shape[1])
-        selections = self._selections(v, s, a, whole)
-        grads = ibp_step(self.spec, v.p, v.t, x, neg_target, w, selections, v.sel_grad, self.opts, self.native)
+        grads = v.native(s) if v.native is not None else self._eager_step(v, s, a)
         for name, g in grads.items():
             optim.step_(self.opts[name], v.p[name], g, v.states[name], s + 1)
         for layer, opt in self.sel_opt.items():
@@ -187,13 +190,18 @@ class IBPRun:
             else:
                 optim.step_(opt, v.sel[layer], v.sel_grad[layer], v.sel_states[layer], s + 1)
 
-    def _selections(self, v: _Prefix, s: int, a: int, whole: bool) -> dict[str, SelectionStep | NativeSelection]:
+    def _eager_step(self, v: _Prefix, s: int, a: int) -> State:
+        rows, w, neg_target = self.rows[s], self.w[s], self.neg_targets[s]
+        whole = a == len(w)
+        if not whole:
+            rows, w, neg_target = rows[:a * w.shape[1]], w[:a], neg_target[:a]
+        x = self.x.index_select(0, rows).view(a, -1, self.x.shape[1])
+        return ibp_step(self.spec, v.p, v.t, x, neg_target, w, self._selections(v, s, a, whole), v.sel_grad,
+                        self.opts)
+
+    def _selections(self, v: _Prefix, s: int, a: int, whole: bool) -> dict[str, SelectionStep]:
         """Each factorised layer's selection at step `s` for the first `a` clients."""
         noise = {layer: (n[s], u[s]) if whole else (n[s][:a], u[s][:a]) for layer, (n, u) in self.noise.items()}
-        if self.native:
-            per_client = (self.tau_rows[s, :a], self.k_rows[s, :a], self.tuning_rows[s, :a])
-            return {layer: NativeSelection(v.sel[layer], *noise[layer], *per_client, self.priors[layer],
-                                           *v.buffers[layer]) for layer in noise}
         tau, k, tuning = self.taus[s], self.ks[s], self.tuning[s]
         if not whole:
             tau = tau[:a] if tau.dim() and len(tau) > 1 else tau
@@ -205,6 +213,12 @@ class IBPRun:
         for layer, sel in self.sel.items():
             for i, n in enumerate(SELECTION):
                 self.params[f"{layer}.{n}"].copy_(sel[i])
+
+
+def runs_native(spec: IBPStepSpec, params: State) -> bool:
+    """The compiled step is float32 and CPU only; elsewhere `batched-native` steps as `batched`."""
+    like = params[f"{next(iter(spec.alpha))}.pi_logit"]
+    return like.dtype == torch.float32 and like.device.type == "cpu"
 
 
 def native_statistics(target: Target, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
