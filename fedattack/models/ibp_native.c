@@ -1,12 +1,12 @@
-/* WAFFLe's batched step on a CPU, compiled: the factor selection (forward and backward) and the
- * elementwise work around the low-rank products (the loss gradient, ReLU, the r gradient).
+/* WAFFLe's batched step on a CPU, compiled: the factor selection (forward and backward), the
+ * elementwise work around the low-rank products (ReLU, the r gradient, the batch gather) and
+ * the dense output layer with the loss (`dense_head`).
  *
- * The same formulas as fedattack/models/ibp_grad.py (SelectionStep), element by element, so
- * that a step pays two calls instead of ~60 torch operations; see ibp_native.py for why and
- * how it is built. float32 throughout, as the eager path; the loops without a dependence
- * between factors are marked `omp simd`, so gcc vectorises them with glibc's libmvec
- * (expf, logf, expm1f). The stick products' cumulative sums run factor by factor in a fixed
- * order, so the same inputs give the same bits.
+ * The selection has the same formulas as fedattack/models/ibp_grad.py (SelectionStep), element
+ * by element, so that a step pays two calls instead of ~60 torch operations; see ibp_native.py
+ * for why and how it is built. float32 throughout, as the eager path; the loops without a
+ * dependence between factors are marked `omp simd`, so gcc vectorises them with glibc's libmvec
+ * (expf, logf, expm1f). Sums run in a fixed order, so the same inputs give the same bits.
  *
  * Layout: every (C, F) array is contiguous; `sel` holds the three stored parameters
  * (pi_logit, log_c, log_d) as planes `plane` floats apart; `cache` holds 8 planes of C*F. */
@@ -157,24 +157,6 @@ void selection_backward(int clients, int factors, const float *sel, long plane, 
     }
 }
 
-/* The loss gradient in the logits, softmax(z) * w - onehot * w, for `rows` rows of `classes`
- * (neg_target holds -onehot * w; w one weight per row). */
-void loss_gradient(long rows, int classes, const float *z, const float *neg_target, const float *w,
-                   float *grad) {
-    for (long r = 0; r < rows; r++) {
-        const float *zr = z + r * classes;
-        float top = zr[0];
-        for (int j = 1; j < classes; j++) top = zr[j] > top ? zr[j] : top;
-        float *gr = grad + r * classes, sum = 0.0f;
-        for (int j = 0; j < classes; j++) {
-            gr[j] = expf(zr[j] - top);
-            sum += gr[j];
-        }
-        float scale = w[r] / sum;
-        for (int j = 0; j < classes; j++) gr[j] = neg_target[r * classes + j] + gr[j] * scale;
-    }
-}
-
 /* ReLU forward (act = max(z, 0)) and backward (grad = below where z > 0, else 0), n values. */
 void relu_forward(long n, const float *z, float *act) {
     #pragma omp simd
@@ -241,6 +223,93 @@ void lowrank_forward(int clients, int batch, int factors, const float *h, const 
             float *gg = g + ((long)c * batch + i) * factors;
             #pragma omp simd
             for (int f = 0; f < factors; f++) gg[f] = hh[f] * rbc[f];
+        }
+    }
+}
+
+/* The output layer and the loss, forward and backward, client by client: logits = relu(z) W^T
+ * + bias, the loss gradient in them (softmax * w + neg_target, neg_target = -onehot * w), the
+ * gradient passed below (logits' gradient @ W, before W steps, through the ReLU: zero where
+ * z <= 0), then W and bias stepped by SGD at their learning rates, or, where g_weight or g_bias
+ * is given, their gradients written there instead. z, act (scratch), below: (C, B, d); weight
+ * (C, K, d); bias (C, K); logits (scratch, then the loss gradient): (C, B, K); w: (C, B). */
+void dense_head(int clients, int batch, int d, int classes, const float *z, float *act, float *weight,
+                float *bias, const float *neg_target, const float *w, float lr_weight, float lr_bias,
+                float *g_weight, float *g_bias, float *logits, float *below) {
+    float row[d];
+    for (int c = 0; c < clients; c++) {
+        long in = (long)c * batch * d, out = (long)c * batch * classes;
+        const float *restrict zc = z + in;
+        float *restrict ac = act + in, *restrict gl = logits + out;
+        float *restrict wc = weight + (long)c * classes * d, *restrict biasc = bias + (long)c * classes;
+        #pragma omp simd
+        for (long i = 0; i < (long)batch * d; i++) ac[i] = zc[i] > 0.0f ? zc[i] : 0.0f;
+        for (int b = 0; b < batch; b++) {
+            const float *restrict ab = ac + (long)b * d;
+            float *restrict l = gl + (long)b * classes;
+            int k = 0;
+            for (; k + 1 < classes; k += 2) {  /* two classes a pass: two chains of FMAs in flight */
+                const float *restrict w0 = wc + (long)k * d, *restrict w1 = w0 + d;
+                float s0 = 0.0f, s1 = 0.0f;
+                #pragma omp simd reduction(+ : s0, s1)
+                for (int j = 0; j < d; j++) {
+                    s0 += ab[j] * w0[j];
+                    s1 += ab[j] * w1[j];
+                }
+                l[k] = s0 + biasc[k];
+                l[k + 1] = s1 + biasc[k + 1];
+            }
+            for (; k < classes; k++) {
+                const float *restrict wk = wc + (long)k * d;
+                float s = 0.0f;
+                #pragma omp simd reduction(+ : s)
+                for (int j = 0; j < d; j++) s += ab[j] * wk[j];
+                l[k] = s + biasc[k];
+            }
+            float top = l[0], sum = 0.0f;
+            for (int k = 1; k < classes; k++) top = l[k] > top ? l[k] : top;
+            for (int k = 0; k < classes; k++) {
+                l[k] = expf(l[k] - top);
+                sum += l[k];
+            }
+            float scale = w[(long)c * batch + b] / sum;
+            const float *restrict nt = neg_target + out + (long)b * classes;
+            for (int k = 0; k < classes; k++) l[k] = nt[k] + l[k] * scale;
+            float *restrict bb = below + in + (long)b * d;
+            const float *restrict zb = zc + (long)b * d;
+            #pragma omp simd
+            for (int j = 0; j < d; j++) row[j] = 0.0f;
+            for (int k = 0; k < classes; k++) {
+                const float *restrict wk = wc + (long)k * d;
+                float gk = l[k];
+                #pragma omp simd
+                for (int j = 0; j < d; j++) row[j] += gk * wk[j];
+            }
+            #pragma omp simd
+            for (int j = 0; j < d; j++) bb[j] = zb[j] > 0.0f ? row[j] : 0.0f;
+        }
+        for (int k = 0; k < classes; k++) {
+            float gb = 0.0f;
+            for (int b = 0; b < batch; b++) gb += gl[(long)b * classes + k];
+            if (g_bias) g_bias[(long)c * classes + k] = gb;
+            else biasc[k] -= lr_bias * gb;
+            #pragma omp simd
+            for (int j = 0; j < d; j++) row[j] = 0.0f;
+            for (int b = 0; b < batch; b++) {
+                const float *restrict ab = ac + (long)b * d;
+                float g = gl[(long)b * classes + k];
+                #pragma omp simd
+                for (int j = 0; j < d; j++) row[j] += g * ab[j];
+            }
+            float *restrict wk = wc + (long)k * d;
+            if (g_weight) {
+                float *restrict gw = g_weight + ((long)c * classes + k) * d;
+                #pragma omp simd
+                for (int j = 0; j < d; j++) gw[j] = row[j];
+            } else {
+                #pragma omp simd
+                for (int j = 0; j < d; j++) wk[j] -= lr_weight * row[j];
+            }
         }
     }
 }

@@ -3,9 +3,11 @@
 `ibp_grad.SelectionStep` is ~60 torch operations on (C, F) tensors and the step around the
 products ~25 more, and at the MNIST setting's sizes each costs its dispatch (2-5 us), not its
 arithmetic: about half of a step. Here the same formulas (`ibp_native.c`: the selection and its
-backward, the loss gradient, ReLU, the low-rank layer's elementwise part, the batch gather) run
-as eight C calls a step, their loops vectorised by gcc with glibc's vector maths library
-(libmvec); the matrix products stay torch's.
+backward, ReLU, the low-rank layer's elementwise part, the batch gather) and the small output
+layer with the loss, whose three products cost torch more in dispatch and threading than in
+arithmetic, run as six C calls a step (MNIST MLP), their loops vectorised by gcc with glibc's
+vector maths library (libmvec); the low-rank layer's products stay torch's. What calls them,
+with buffers kept across steps: `executor_plugins/_ibp_native_step.py`.
 Measured on the 2-core machine: benchmarks/README.md.
 
 Why opt-in: it needs a C compiler when it runs, and its float32 results are not the eager
@@ -74,12 +76,12 @@ def _declare(lib: ctypes.CDLL) -> None:
     signatures = {
         "selection_forward": [i, i, _P, L, _P, _P, _P, _P, f, f, f, f, f, _P, _P],
         "selection_backward": [i, i, _P, L, _P, _P, _P, _P, _P, f, f, f, i, f, f, f, _P, _P],
-        "loss_gradient": [L, i, _P, _P, _P, _P],
         "relu_forward": [L, _P, _P],
         "relu_backward": [L, _P, _P, _P],
         "lowrank_forward": [i, i, i, _P, _P, _P, _P, _P],
         "lowrank_backward": [i, i, i, _P, _P, _P, _P, _P, _P],
         "gather_normalized": [L, L, i, _P, _P, _P, _P, i, _P],
+        "dense_head": [i, i, i, i, _P, _P, _P, _P, _P, _P, f, f, _P, _P, _P, _P],
     }
     for name, argtypes in signatures.items():
         function = getattr(lib, name)

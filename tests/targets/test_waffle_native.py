@@ -179,3 +179,38 @@ def test_native_stacks_are_larger(clients: int, chunks: list[int]) -> None:
 @pytest.mark.parametrize("hyper", DEEP_HYPERS)
 def test_native_deeper_chains_train_as_the_vmap_path(hyper: dict[str, object], isolated_registries: None) -> None:
     assert_trains_as_vmap(make_executor("batched-native", "cpu"), deep_target(hyper))
+
+
+@pytest.mark.parametrize("sgd", [True, False])
+def test_dense_head_is_the_output_layer_and_loss_of_autograd(sgd: bool) -> None:
+    """The C output layer: the gradient it passes below and its SGD step, or the gradients it
+    writes out for other optimisers, are autograd's on relu(z) W^T + bias under the weighted
+    cross-entropy (odd sizes, so vector loops end in remainders)."""
+    gen = torch.Generator().manual_seed(1)
+    c, b, d, k, lr = 3, 5, 37, 7, 0.3
+    z, weight = torch.randn(c, b, d, generator=gen), torch.randn(c, k, d, generator=gen) * 0.3
+    bias, y = torch.randn(c, k, generator=gen), torch.randint(0, k, (c, b), generator=gen)
+    w = torch.rand(c, b, generator=gen)
+    zz, ww, bb = (t.clone().requires_grad_() for t in (z, weight, bias))
+    logits = torch.baddbmm(bb.unsqueeze(1), zz.relu(), ww.transpose(1, 2))
+    losses = torch.nn.functional.cross_entropy(logits.reshape(-1, k), y.reshape(-1), reduction="none")
+    (losses * w.reshape(-1)).sum().backward()
+
+    neg_target = -torch.nn.functional.one_hot(y, k).float() * w.unsqueeze(-1)
+    act, scratch, below = torch.empty(c, b, d), torch.empty(c, b, k), torch.empty(c, b, d)
+    g_weight, g_bias = (None, None) if sgd else (torch.empty(c, k, d), torch.empty(c, k))
+    stepped_w, stepped_b = weight.clone(), bias.clone()
+    ibp_native.library().dense_head(c, b, d, k, z.data_ptr(), act.data_ptr(), stepped_w.data_ptr(),
+                                    stepped_b.data_ptr(), neg_target.data_ptr(), w.data_ptr(), lr, lr,
+                                    None if g_weight is None else g_weight.data_ptr(),
+                                    None if g_bias is None else g_bias.data_ptr(), scratch.data_ptr(),
+                                    below.data_ptr())
+    torch.testing.assert_close(below, zz.grad, atol=1e-5, rtol=1e-4)
+    if sgd:
+        torch.testing.assert_close(stepped_w, weight - lr * ww.grad, atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(stepped_b, bias - lr * bb.grad, atol=1e-5, rtol=1e-4)
+    else:
+        assert g_weight is not None and g_bias is not None
+        torch.testing.assert_close(g_weight, ww.grad, atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(g_bias, bb.grad, atol=1e-5, rtol=1e-4)
+        assert torch.equal(stepped_w, weight) and torch.equal(stepped_b, bias)

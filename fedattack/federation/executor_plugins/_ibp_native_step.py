@@ -2,13 +2,14 @@
 
 The eager step (`_ibp_step`) looks its tensors up by name, slices the step's rows out of the
 round's and allocates every intermediate on every step: ~50 small torch operations and their
-Python, about 0.3 ms of a ~0.8 ms step at 10 clients, as long as the matrix products' share
-left over. Here a stack of clients gets its buffers, views and the compiled functions'
-arguments when it first steps (`NativeStep`); a step is then its matrix products (torch's,
-written into the buffers with `out=`), its C calls (`fedattack.models.ibp_native`) and a few
-address sums, since each input of a step (batch rows, noise, temperatures, KL weights,
-targets) is a row of a round-long contiguous tensor. The same operations in the same order as
-the eager step, the elementwise ones compiled.
+Python, about 0.3 ms of a ~0.8 ms step at 10 clients. Here a stack of clients gets its buffers,
+views and the compiled functions' arguments when it first steps (`NativeStep`); a step is then
+the low-rank layers' matrix products (torch's, written into the buffers with `out=`), C calls
+(`fedattack.models.ibp_native`) and a few address sums, since each input of a step (batch rows,
+noise, temperatures, KL weights, targets) is a row of a round-long contiguous tensor. The
+dense output layer and the loss are one C call (`_Head`): at 10 classes its three products
+cost torch ~70 us a step in dispatch and threading against ~50 us for the whole head in C.
+The eager step's operations in its order, except the head's sums, which C adds in its own.
 """
 
 from __future__ import annotations
@@ -60,34 +61,32 @@ class NativeStep:
     """Local steps of the first `a` clients of a stack, in place: `p`, `t` and `sel` are
     their parameters, the weight matrices transposed (biases as (a, 1, d)) and the packed
     selections; the selections' gradients go into `sel_grad`. A call returns the gradients of
-    parameters that are not plain SGD (valid until the next call)."""
+    parameters that are not plain SGD (valid until the next call). The chain's last layer is
+    dense (`runs_native`): it and the loss are one C call (`_Head`); the layers before it are
+    the body."""
 
     def __init__(self, chain: tuple[tuple[str, bool], ...], p: State, t: State, sel: dict[str, torch.Tensor],
                  sel_grad: dict[str, torch.Tensor], opts: dict[str, optim.Optimizer],
                  priors: dict[str, LayerPrior], inputs: RoundInputs, a: int) -> None:
-        self.inputs, self.a, batch = inputs, a, inputs.batch
+        self.inputs, batch = inputs, inputs.batch
         lib = ibp_native.library()
-        self._loss_gradient, self._relu, self._relu_backward = lib.loss_gradient, lib.relu_forward, lib.relu_backward
+        self._relu, self._relu_backward = lib.relu_forward, lib.relu_backward
         if inputs.raw is not None:
             self.gather: NativeGather | None = NativeGather(inputs.x, *inputs.raw, inputs.ones, a * batch)
             first = self.gather.out
         else:
             self.gather, first = None, torch.empty(a * batch, inputs.x.shape[1])
         self.x = first.view(a, batch, -1)
-        self.layers: list[_Plain | _Factored] = []
-        for i, (name, factored) in enumerate(chain):
-            below = i > 0
+        self.body: list[_Plain | _Factored] = []
+        for i, (name, factored) in enumerate(chain[:-1]):
             if factored:
                 selection = NativeSelection(sel[name], priors[name])
-                self.layers.append(_Factored(name, p, t, opts, a, batch, below, selection, sel_grad[name]))
+                self.body.append(_Factored(name, p, t, opts, a, batch, i > 0, selection, sel_grad[name]))
             else:
-                self.layers.append(_Plain(name, p, t, opts, a, batch, below))
-        # what each layer reads: the input, then the ReLU of the layer before (with a column of
-        # ones where a factorised layer reads it: W_a's bias row)
-        self.acts = [self.x] + [torch.empty(a, batch, layer.width) for layer in self.layers[:-1]]
-        last = self.layers[-1].z
-        self._loss = (last.numel() // last.shape[-1], last.shape[-1], last.data_ptr())
-        self._grad = self.layers[-1].grad.data_ptr()
+                self.body.append(_Plain(name, p, t, opts, a, batch, i > 0))
+        # what each body layer reads: the input, then the ReLU of the layer before
+        self.acts = [self.x] + [torch.empty(a, batch, layer.width) for layer in self.body[:-1]]
+        self.head = _Head(chain[-1][0], p, opts, self.body[-1], inputs)
 
     def __call__(self, s: int) -> State:
         inputs = self.inputs
@@ -98,29 +97,58 @@ class NativeStep:
             torch.index_select(inputs.x, 0, inputs.rows.t[s, :self.x.shape[0] * self.x.shape[1]],
                                out=self.x.view(-1, self.x.shape[2]))
         pre = []
-        for i, layer in enumerate(self.layers):
+        for i, layer in enumerate(self.body):
             if isinstance(layer, _Factored):
                 logistic, log_1mu_v = inputs.noise[layer.name]
                 layer.selection.draw(logistic.at(s), log_1mu_v.at(s), tau, tuning)
             z = layer.forward(self._act(i))
             pre.append(z)
-            if i + 1 < len(self.layers):
+            if i + 1 < len(self.body):
                 self._relu(z.numel(), z.data_ptr(), self.acts[i + 1].data_ptr())
-        self._loss_gradient(*self._loss, inputs.neg_targets.at(s), inputs.weights.at(s), self._grad)
         out: State = {}
-        for i in range(len(self.layers) - 1, -1, -1):
-            below = self.layers[i].backward(self._act(i), out, tau, k, tuning)
+        self.head(s, out)  # into the last body layer's grad
+        for i in range(len(self.body) - 1, -1, -1):
+            below = self.body[i].backward(self._act(i), out, tau, k, tuning)
             if below is not None:  # through the ReLU below
-                grad = self.layers[i - 1].grad
+                grad = self.body[i - 1].grad
                 self._relu_backward(below.numel(), below.data_ptr(), pre[i - 1].data_ptr(), grad.data_ptr())
         return out
 
     def _act(self, i: int) -> torch.Tensor:
-        """Layer i's input; a factorised layer past the first reads it with a column of ones."""
+        """Body layer i's input; a factorised layer past the first reads it with a column of ones."""
         act = self.acts[i]
-        if i > 0 and isinstance(self.layers[i], _Factored):
+        if i > 0 and isinstance(self.body[i], _Factored):
             return torch.nn.functional.pad(act, (0, 1), value=1.0)
         return act
+
+
+class _Head:
+    """The dense output layer on the ReLU of the body's last output, with the loss: forward,
+    backward into the body's last gradient, and the layer's SGD step (or its gradients, for
+    other optimisers), in one C call."""
+
+    def __init__(self, name: str, p: State, opts: dict[str, optim.Optimizer], last: _Plain | _Factored,
+                 inputs: RoundInputs) -> None:
+        self.inputs, self.names = inputs, (f"{name}.weight", f"{name}.bias")
+        weight, bias = p[self.names[0]], p[self.names[1]]
+        assert weight.is_contiguous() and bias.is_contiguous()
+        a, batch, d = last.z.shape
+        classes = weight.shape[1]
+        self.act, self.logits = torch.empty(a, batch, d), torch.empty(a, batch, classes)
+        w_opt, b_opt = opts[self.names[0]], opts[self.names[1]]
+        # plain SGD steps in C; any other optimiser gets the gradient, written here
+        self.grads = {n: torch.empty_like(v) for n, v, o in zip(self.names, (weight, bias), (w_opt, b_opt))
+                      if not isinstance(o, optim.SGD)}
+        lrs = [o.lr if isinstance(o, optim.SGD) else 0.0 for o in (w_opt, b_opt)]
+        pointers = [self.grads[n].data_ptr() if n in self.grads else None for n in self.names]
+        self._head = ibp_native.library().dense_head
+        self._front = (a, batch, d, classes, last.z.data_ptr(), self.act.data_ptr(), weight.data_ptr(),
+                       bias.data_ptr())
+        self._back = (*lrs, *pointers, self.logits.data_ptr(), last.grad.data_ptr())
+
+    def __call__(self, s: int, out: State) -> None:
+        self._head(*self._front, self.inputs.neg_targets.at(s), self.inputs.weights.at(s), *self._back)
+        out.update(self.grads)
 
 
 class _Plain:
