@@ -98,11 +98,12 @@ void selection_forward(int clients, int factors, const float *sel, long plane, c
 }
 
 /* Gradients of NLL + k KL in the stored parameters, into `out` (3 planes of C*F, contiguous),
- * given g_b = dNLL/db. `scratch` holds C*F floats. */
-void selection_backward(int clients, int factors, const float *sel, long plane, const float *g_b,
+ * given g_b = dNLL/db; lr > 0: then an SGD step of the parameters at that rate. `scratch`
+ * holds C*F floats. */
+void selection_backward(int clients, int factors, float *sel, long plane, const float *g_b,
                         const float *cache, const float *tau, const float *k, const uint8_t *tuning,
                         float scale, float kappa, float alpha, int concrete, float logit_max,
-                        float prob_eps, float log_v_min, float *out, float *scratch) {
+                        float prob_eps, float log_v_min, float lr, float *out, float *scratch) {
     long n = (long)clients * factors;
     for (int c = 0; c < clients; c++) {
         const float *s0 = sel + (long)c * factors, *s1 = s0 + plane, *s2 = s1 + plane;
@@ -154,6 +155,15 @@ void selection_backward(int clients, int factors, const float *sel, long plane, 
             out[n + o + f] = (l1 >= -LOG_CD_MAX && l1 <= LOG_CD_MAX ? g_c : 0.0f) * scale;
             out[2 * n + o + f] = (l2 >= -LOG_CD_MAX && l2 <= LOG_CD_MAX ? g_d : 0.0f) * scale;
         }
+        if (lr > 0.0f) {  /* SGD on the stored parameters, once this client's gradients are taken */
+            float *t0 = sel + o, *t1 = t0 + plane, *t2 = t1 + plane;
+            #pragma omp simd
+            for (int f = 0; f < factors; f++) {
+                t0[f] -= lr * out[o + f];
+                t1[f] -= lr * out[n + o + f];
+                t2[f] -= lr * out[2 * n + o + f];
+            }
+        }
     }
 }
 
@@ -169,12 +179,14 @@ void relu_backward(long n, const float *below, const float *z, float *grad) {
 }
 
 /* Through g = h diag(r b): g_rb = sum over the batch of d_g * h (C, F), d_g scaled by rb in
- * place (it becomes d_h), and g_b = g_rb * r, the selection's dNLL/db. */
+ * place (it becomes d_h), g_b = g_rb * r, the selection's dNLL/db, and r's gradient g_rb * b:
+ * r stepped by SGD at lr_r after g_b is taken, or the gradient written to g_r where given. */
 void lowrank_backward(int clients, int batch, int factors, float *d_g, const float *h, const float *rb,
-                      const float *r, float *g_rb, float *g_b) {
+                      float *r, const float *b, float lr_r, float *g_r, float *g_rb, float *g_b) {
     for (int c = 0; c < clients; c++) {
-        float *acc = g_rb + (long)c * factors;
-        const float *rbc = rb + (long)c * factors;
+        long o = (long)c * factors;
+        float *acc = g_rb + o;
+        const float *rbc = rb + o;
         for (int f = 0; f < factors; f++) acc[f] = 0.0f;
         for (int i = 0; i < batch; i++) {
             float *dg = d_g + ((long)c * batch + i) * factors;
@@ -186,7 +198,14 @@ void lowrank_backward(int clients, int batch, int factors, float *d_g, const flo
             }
         }
         #pragma omp simd
-        for (int f = 0; f < factors; f++) g_b[(long)c * factors + f] = acc[f] * r[(long)c * factors + f];
+        for (int f = 0; f < factors; f++) g_b[o + f] = acc[f] * r[o + f];
+        if (g_r) {
+            #pragma omp simd
+            for (int f = 0; f < factors; f++) g_r[o + f] = acc[f] * b[o + f];
+        } else {
+            #pragma omp simd
+            for (int f = 0; f < factors; f++) r[o + f] -= lr_r * (acc[f] * b[o + f]);
+        }
     }
 }
 

@@ -75,11 +75,11 @@ def _declare(lib: ctypes.CDLL) -> None:
     i, f, L = ctypes.c_int, ctypes.c_float, ctypes.c_long
     signatures = {
         "selection_forward": [i, i, _P, L, _P, _P, _P, _P, f, f, f, f, f, _P, _P],
-        "selection_backward": [i, i, _P, L, _P, _P, _P, _P, _P, f, f, f, i, f, f, f, _P, _P],
+        "selection_backward": [i, i, _P, L, _P, _P, _P, _P, _P, f, f, f, i, f, f, f, f, _P, _P],
         "relu_forward": [L, _P, _P],
         "relu_backward": [L, _P, _P, _P],
         "lowrank_forward": [i, i, i, _P, _P, _P, _P, _P],
-        "lowrank_backward": [i, i, i, _P, _P, _P, _P, _P, _P],
+        "lowrank_backward": [i, i, i, _P, _P, _P, _P, _P, f, _P, _P, _P],
         "gather_normalized": [L, L, i, _P, _P, _P, _P, i, _P],
         "dense_head": [i, i, i, i, _P, _P, _P, _P, _P, _P, f, f, _P, _P, _P, _P],
     }
@@ -133,10 +133,10 @@ class NativeSelection:
         """b for one step, from the addresses of its noise and per-client rows."""
         self._forward(*self._head, logistic, log_1mu_v, tau, tuning, *self._drawn)
 
-    def grads(self, g_b: int, tau: int, k: int, tuning: int, out: int) -> None:
+    def grads(self, g_b: int, tau: int, k: int, tuning: int, out: int, lr: float = 0.0) -> None:
         """Gradients of NLL + k KL in the stored parameters into `out` (3, C, F), given dNLL/db
-        (C, F), after `draw` with the same tau and tuning."""
-        self._backward(*self._head, g_b, self.cache.data_ptr(), tau, k, tuning, *self._prior, out,
+        (C, F), after `draw` with the same tau and tuning; `lr` > 0: then an SGD step of them."""
+        self._backward(*self._head, g_b, self.cache.data_ptr(), tau, k, tuning, *self._prior, lr, out,
                        self.scratch.data_ptr())
 
 

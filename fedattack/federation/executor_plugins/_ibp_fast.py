@@ -166,9 +166,13 @@ class IBPRun:
                 {layer: torch.empty(s.shape, dtype=s.dtype) for layer, s in sel.items()})
             if self.native:
                 v = self.prefixes[a]
-                v.native = NativeStep(self.spec.chain, v.p, v.t, v.sel, v.sel_grad, self.opts, self.priors,
-                                      self.inputs, a)
+                v.native = NativeStep(self.spec.chain, v.p, v.t, v.sel, v.sel_grad, self._sgd_rates(), self.opts,
+                                      self.priors, self.inputs, a)
         return self.prefixes[a]
+
+    def _sgd_rates(self) -> dict[str, float]:
+        """Each selection's SGD rate, 0 where another optimiser steps it."""
+        return {layer: opt.lr if isinstance(opt, optim.SGD) else 0.0 for layer, opt in self.sel_opt.items()}
 
     def _round_inputs(self, rows: torch.Tensor, neg_targets: torch.Tensor, w: torch.Tensor,
                       drawn: dict[str, SelectionNoise], clients: int) -> RoundInputs:
@@ -186,7 +190,8 @@ class IBPRun:
             optim.step_(self.opts[name], v.p[name], g, v.states[name], s + 1)
         for layer, opt in self.sel_opt.items():
             if isinstance(opt, optim.SGD):
-                v.sel[layer].sub_(v.sel_grad[layer], alpha=opt.lr)
+                if v.native is None:  # the native step takes its SGD step itself
+                    v.sel[layer].sub_(v.sel_grad[layer], alpha=opt.lr)
             else:
                 optim.step_(opt, v.sel[layer], v.sel_grad[layer], v.sel_states[layer], s + 1)
 

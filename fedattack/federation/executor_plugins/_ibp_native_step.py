@@ -60,13 +60,14 @@ class RoundInputs:
 class NativeStep:
     """Local steps of the first `a` clients of a stack, in place: `p`, `t` and `sel` are
     their parameters, the weight matrices transposed (biases as (a, 1, d)) and the packed
-    selections; the selections' gradients go into `sel_grad`. A call returns the gradients of
+    selections; the selections' gradients go into `sel_grad`, and where `sel_lrs` gives a
+    layer a rate above 0 (plain SGD) the selection steps here too. A call returns the gradients of
     parameters that are not plain SGD (valid until the next call). The chain's last layer is
     dense (`runs_native`): it and the loss are one C call (`_Head`); the layers before it are
     the body."""
 
     def __init__(self, chain: tuple[tuple[str, bool], ...], p: State, t: State, sel: dict[str, torch.Tensor],
-                 sel_grad: dict[str, torch.Tensor], opts: dict[str, optim.Optimizer],
+                 sel_grad: dict[str, torch.Tensor], sel_lrs: dict[str, float], opts: dict[str, optim.Optimizer],
                  priors: dict[str, LayerPrior], inputs: RoundInputs, a: int) -> None:
         self.inputs, batch = inputs, inputs.batch
         lib = ibp_native.library()
@@ -81,7 +82,8 @@ class NativeStep:
         for i, (name, factored) in enumerate(chain[:-1]):
             if factored:
                 selection = NativeSelection(sel[name], priors[name])
-                self.body.append(_Factored(name, p, t, opts, a, batch, i > 0, selection, sel_grad[name]))
+                self.body.append(_Factored(name, p, t, opts, a, batch, i > 0, selection, sel_grad[name],
+                                           sel_lrs[name]))
             else:
                 self.body.append(_Plain(name, p, t, opts, a, batch, i > 0))
         # what each body layer reads: the input, then the ReLU of the layer before
@@ -185,8 +187,8 @@ class _Factored:
     """A low-rank layer z = act W_a diag(r b) W_b, its selection b and its buffers."""
 
     def __init__(self, name: str, p: State, t: State, opts: dict[str, optim.Optimizer], a: int, batch: int,
-                 below: bool, selection: NativeSelection, sel_grad: torch.Tensor) -> None:
-        self.name, self.opts, self.selection, self.sel_grad = name, opts, selection, sel_grad
+                 below: bool, selection: NativeSelection, sel_grad: torch.Tensor, sel_lr: float) -> None:
+        self.name, self.opts, self.selection, self.sel_grad, self.sel_lr = name, opts, selection, sel_grad, sel_lr
         self.w_a, self.w_b, self.w_b_t, self.r = p[f"{name}.W_a"], p[f"{name}.W_b"], t[f"{name}.W_b"], p[f"{name}.r"]
         factors, self.width = self.w_b.shape[1], self.w_b.shape[2]
         self.h, self.g, self.d_g = (torch.empty(a, batch, factors) for _ in range(3))
@@ -198,8 +200,11 @@ class _Factored:
         shape = (a, batch, factors)
         self._fwd = (*shape, self.h.data_ptr(), self.r.data_ptr(), selection.b.data_ptr(), self.rb.data_ptr(),
                      self.g.data_ptr())
+        r_opt = opts[f"{name}.r"]  # plain SGD steps r in C; any other optimiser gets its gradient
+        self.g_r = None if isinstance(r_opt, optim.SGD) else torch.empty(a, factors)
         self._bwd = (*shape, self.d_g.data_ptr(), self.h.data_ptr(), self.rb.data_ptr(), self.r.data_ptr(),
-                     self.g_rb.data_ptr(), self.g_b.data_ptr())
+                     selection.b.data_ptr(), r_opt.lr if self.g_r is None else 0.0,
+                     None if self.g_r is None else self.g_r.data_ptr(), self.g_rb.data_ptr(), self.g_b.data_ptr())
 
     def forward(self, act: torch.Tensor) -> torch.Tensor:
         torch.bmm(act, self.w_a, out=self.h)
@@ -209,15 +214,12 @@ class _Factored:
     def backward(self, act: torch.Tensor, out: State, tau: int, k: int, tuning: int) -> torch.Tensor | None:
         name, d_h = self.name, self.d_g
         torch.bmm(self.grad, self.w_b_t, out=self.d_g)
-        self._backward(*self._bwd)  # g_rb, g_b = g_rb r (before r steps), and d_g *= rb: d_h
+        self._backward(*self._bwd)  # g_b = g_rb r, then r's step (or gradient); d_g *= rb: d_h
         if self.below is not None:
             torch.bmm(d_h, self.w_a[:, :-1].transpose(1, 2), out=self.below)
         product_step(out, f"{name}.W_b", self.w_b, self.g.transpose(1, 2), self.grad, self.opts)
         product_step(out, f"{name}.W_a", self.w_a, act.transpose(1, 2), d_h, self.opts)
-        self.selection.grads(self.g_b.data_ptr(), tau, k, tuning, self.sel_grad.data_ptr())
-        opt = self.opts[f"{name}.r"]
-        if isinstance(opt, optim.SGD):
-            self.r.addcmul_(self.g_rb, self.selection.b, value=-opt.lr)
-        else:
-            out[f"{name}.r"] = self.g_rb * self.selection.b
+        self.selection.grads(self.g_b.data_ptr(), tau, k, tuning, self.sel_grad.data_ptr(), self.sel_lr)
+        if self.g_r is not None:
+            out[f"{name}.r"] = self.g_r
         return self.below
