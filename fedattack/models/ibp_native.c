@@ -98,12 +98,14 @@ void selection_forward(int clients, int factors, const float *sel, long plane, c
 }
 
 /* Gradients of NLL + k KL in the stored parameters, into `out` (3 planes of C*F, contiguous),
- * given g_b = dNLL/db; lr > 0: then an SGD step of the parameters at that rate. `scratch`
- * holds C*F floats. */
+ * given g_b = dNLL/db; then, where m (and v: Adam's moments, laid out as `sel`) are given, an
+ * Adam step of the parameters with this step's constants `adam`, else where lr > 0 an SGD
+ * step at that rate. `scratch` holds C*F floats. */
 void selection_backward(int clients, int factors, float *sel, long plane, const float *g_b,
                         const float *cache, const float *tau, const float *k, const uint8_t *tuning,
                         float scale, float kappa, float alpha, int concrete, float logit_max,
-                        float prob_eps, float log_v_min, float lr, float *out, float *scratch) {
+                        float prob_eps, float log_v_min, float lr, const float *adam, float *m, float *v,
+                        float *out, float *scratch) {
     long n = (long)clients * factors;
     for (int c = 0; c < clients; c++) {
         const float *s0 = sel + (long)c * factors, *s1 = s0 + plane, *s2 = s1 + plane;
@@ -155,7 +157,20 @@ void selection_backward(int clients, int factors, float *sel, long plane, const 
             out[n + o + f] = (l1 >= -LOG_CD_MAX && l1 <= LOG_CD_MAX ? g_c : 0.0f) * scale;
             out[2 * n + o + f] = (l2 >= -LOG_CD_MAX && l2 <= LOG_CD_MAX ? g_d : 0.0f) * scale;
         }
-        if (lr > 0.0f) {  /* SGD on the stored parameters, once this client's gradients are taken */
+        if (m) {  /* Adam, as fedattack.optim steps it: adam = lr / bias1, 1 - beta1, beta2, 1 - beta2,
+                   * sqrt(bias2), eps for this step */
+            for (int q = 0; q < 3; q++) {
+                float *pq = sel + q * plane + o, *mq = m + q * plane + o, *vq = v + q * plane + o;
+                const float *gq = out + q * n + o;
+                #pragma omp simd
+                for (int f = 0; f < factors; f++) {
+                    float g = gq[f];
+                    mq[f] += adam[1] * (g - mq[f]);
+                    vq[f] = vq[f] * adam[2] + adam[3] * g * g;
+                    pq[f] -= adam[0] * mq[f] / (sqrtf(vq[f]) / adam[4] + adam[5]);
+                }
+            }
+        } else if (lr > 0.0f) {  /* SGD on the stored parameters, once this client's gradients are taken */
             float *t0 = sel + o, *t1 = t0 + plane, *t2 = t1 + plane;
             #pragma omp simd
             for (int f = 0; f < factors; f++) {

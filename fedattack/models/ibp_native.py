@@ -29,6 +29,7 @@ from pathlib import Path
 
 import torch
 
+from fedattack import optim
 from fedattack.models import ibp
 from fedattack.models.ibp_grad import LOG_P_MIN, LOG_V_MIN, LayerPrior
 from fedattack.registry import UserError
@@ -75,7 +76,7 @@ def _declare(lib: ctypes.CDLL) -> None:
     i, f, L = ctypes.c_int, ctypes.c_float, ctypes.c_long
     signatures = {
         "selection_forward": [i, i, _P, L, _P, _P, _P, _P, f, f, f, f, f, _P, _P],
-        "selection_backward": [i, i, _P, L, _P, _P, _P, _P, _P, f, f, f, i, f, f, f, f, _P, _P],
+        "selection_backward": [i, i, _P, L, _P, _P, _P, _P, _P, f, f, f, i, f, f, f, f, _P, _P, _P, _P, _P],
         "relu_forward": [L, _P, _P],
         "relu_backward": [L, _P, _P, _P],
         "lowrank_forward": [i, i, i, _P, _P, _P, _P, _P],
@@ -115,9 +116,13 @@ class NativeSelection:
     addresses of its rows: the noise (C, F), and per client tau, k (float32) and the
     fine-tuning flag (uint8), each contiguous. `sel` (3, C, F) must stay where it is."""
 
-    def __init__(self, sel: torch.Tensor, prior: LayerPrior) -> None:
+    def __init__(self, sel: torch.Tensor, prior: LayerPrior,
+                 moments: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
+        """`moments`: Adam's m and v for `sel`, laid out as it is, when Adam steps it in `grads`."""
         _, clients, factors = sel.shape
         assert sel.dtype == torch.float32 and sel.stride(2) == 1 and sel.stride(1) == factors
+        assert moments is None or all(t.stride() == sel.stride() for t in moments)
+        self._moments = (None, None) if moments is None else tuple(t.data_ptr() for t in moments)
         self.b = torch.empty(clients, factors)
         self.cache = torch.empty(CACHE_PLANES, clients, factors)
         self.scratch = torch.empty(clients, factors)
@@ -133,11 +138,22 @@ class NativeSelection:
         """b for one step, from the addresses of its noise and per-client rows."""
         self._forward(*self._head, logistic, log_1mu_v, tau, tuning, *self._drawn)
 
-    def grads(self, g_b: int, tau: int, k: int, tuning: int, out: int, lr: float = 0.0) -> None:
+    def grads(self, g_b: int, tau: int, k: int, tuning: int, out: int, lr: float = 0.0,
+              adam: int | None = None) -> None:
         """Gradients of NLL + k KL in the stored parameters into `out` (3, C, F), given dNLL/db
-        (C, F), after `draw` with the same tau and tuning; `lr` > 0: then an SGD step of them."""
-        self._backward(*self._head, g_b, self.cache.data_ptr(), tau, k, tuning, *self._prior, lr, out,
-                       self.scratch.data_ptr())
+        (C, F), after `draw` with the same tau and tuning. Then a step of the parameters: Adam's,
+        with this step's constants at address `adam` (`adam_constants`), if made with moments;
+        else SGD's if `lr` > 0."""
+        self._backward(*self._head, g_b, self.cache.data_ptr(), tau, k, tuning, *self._prior, lr, adam,
+                       *self._moments, out, self.scratch.data_ptr())
+
+
+def adam_constants(opt: optim.Adam, steps: int) -> torch.Tensor:
+    """Per local step t = 1..steps, what the C Adam step reads (S, 6): lr / bias1, 1 - beta1,
+    beta2, 1 - beta2, sqrt(bias2), eps, with the biases in double precision as `optim` has them."""
+    rows = [[opt.lr / (1 - opt.beta1 ** float(t)), 1 - opt.beta1, opt.beta2, 1 - opt.beta2,
+             (1 - opt.beta2 ** float(t)) ** 0.5, opt.eps] for t in range(1, steps + 1)]
+    return torch.tensor(rows, dtype=torch.float32)
 
 
 class NativeGather:

@@ -36,7 +36,7 @@ import torch
 import torch.nn.functional as F
 
 from fedattack import optim
-from fedattack.federation.executor_plugins._ibp_native_step import NativeStep, RoundInputs, Rows
+from fedattack.federation.executor_plugins._ibp_native_step import NativeStep, RoundInputs, Rows, SelectionStepping
 from fedattack.federation.executor_plugins._ibp_step import ibp_step
 from fedattack.models import ibp_native
 from fedattack.models.ibp_grad import LayerPrior, SelectionNoise, SelectionStep
@@ -166,13 +166,19 @@ class IBPRun:
                 {layer: torch.empty(s.shape, dtype=s.dtype) for layer, s in sel.items()})
             if self.native:
                 v = self.prefixes[a]
-                v.native = NativeStep(self.spec.chain, v.p, v.t, v.sel, v.sel_grad, self._sgd_rates(), self.opts,
+                v.native = NativeStep(self.spec.chain, v.p, v.t, v.sel, v.sel_grad, self._stepping(v), self.opts,
                                       self.priors, self.inputs, a)
         return self.prefixes[a]
 
-    def _sgd_rates(self) -> dict[str, float]:
-        """Each selection's SGD rate, 0 where another optimiser steps it."""
-        return {layer: opt.lr if isinstance(opt, optim.SGD) else 0.0 for layer, opt in self.sel_opt.items()}
+    def _stepping(self, v: _Prefix) -> dict[str, SelectionStepping]:
+        """How the native step steps each selection of the prefix `v`: SGD, or Adam on its moments."""
+        def stepping(layer: str, opt: optim.Optimizer) -> SelectionStepping:
+            if isinstance(opt, optim.SGD):
+                return SelectionStepping(lr=opt.lr)
+            state = v.sel_states[layer]
+            return SelectionStepping(adam=self.inputs.adam[layer], moments=(state["m"], state["v"]))
+
+        return {layer: stepping(layer, opt) for layer, opt in self.sel_opt.items()}
 
     def _round_inputs(self, rows: torch.Tensor, neg_targets: torch.Tensor, w: torch.Tensor,
                       drawn: dict[str, SelectionNoise], clients: int) -> RoundInputs:
@@ -180,7 +186,9 @@ class IBPRun:
         tau, k, tuning = ibp_native.per_step_rows(self.taus, self.ks, self.tuning, clients)
         return RoundInputs(Rows(rows.reshape(rows.shape[0], -1)), Rows(neg_targets), Rows(w),
                            {layer: (Rows(d.logistic), Rows(d.log_1mu_v)) for layer, d in drawn.items()},
-                           Rows(tau), Rows(k), Rows(tuning), rows.shape[-1], self.x, self.raw, self.ones)
+                           Rows(tau), Rows(k), Rows(tuning), rows.shape[-1], self.x, self.raw, self.ones,
+                           {layer: Rows(ibp_native.adam_constants(opt, rows.shape[0]))
+                            for layer, opt in self.sel_opt.items() if isinstance(opt, optim.Adam)})
 
     def step(self, s: int, a: int) -> None:
         """Local step `s` of the first `a` clients."""
@@ -188,10 +196,11 @@ class IBPRun:
         grads = v.native(s) if v.native is not None else self._eager_step(v, s, a)
         for name, g in grads.items():
             optim.step_(self.opts[name], v.p[name], g, v.states[name], s + 1)
+        if v.native is not None:  # the native step steps the selections itself
+            return
         for layer, opt in self.sel_opt.items():
             if isinstance(opt, optim.SGD):
-                if v.native is None:  # the native step takes its SGD step itself
-                    v.sel[layer].sub_(v.sel_grad[layer], alpha=opt.lr)
+                v.sel[layer].sub_(v.sel_grad[layer], alpha=opt.lr)
             else:
                 optim.step_(opt, v.sel[layer], v.sel_grad[layer], v.sel_states[layer], s + 1)
 

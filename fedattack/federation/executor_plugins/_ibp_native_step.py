@@ -38,11 +38,23 @@ class Rows:
         return self.base + s * self.stride
 
 
+@dataclass(frozen=True)
+class SelectionStepping:
+    """How the native step steps a layer's selection once its gradient is taken: by SGD at `lr`
+    (0: not at all), or by Adam with its per-step constants (`ibp_native.adam_constants`) and its
+    moments, laid out as the packed selection."""
+
+    lr: float = 0.0
+    adam: Rows | None = None
+    moments: tuple[torch.Tensor, torch.Tensor] | None = None
+
+
 @dataclass
 class RoundInputs:
     """Every step's inputs for a round, as `Rows`: the batch's row numbers (S, C * B), the
     loss's -onehot * w (S, C, B, K) and w (S, C, B), per factorised layer the selection's noise
-    (S, C, F) twice, and per client tau, k and the fine-tuning flag (S, C)."""
+    (S, C, F) twice, per client tau, k and the fine-tuning flag (S, C), and per selection that
+    Adam steps its constants (S, 6)."""
 
     rows: Rows
     neg_targets: Rows
@@ -55,19 +67,21 @@ class RoundInputs:
     x: torch.Tensor  # the round's input: raw when `raw` gives its (mean, std), else normalised and padded
     raw: tuple[torch.Tensor, torch.Tensor] | None
     ones: bool
+    adam: dict[str, Rows]
 
 
 class NativeStep:
     """Local steps of the first `a` clients of a stack, in place: `p`, `t` and `sel` are
     their parameters, the weight matrices transposed (biases as (a, 1, d)) and the packed
-    selections; the selections' gradients go into `sel_grad`, and where `sel_lrs` gives a
-    layer a rate above 0 (plain SGD) the selection steps here too. A call returns the gradients of
+    selections; the selections' gradients go into `sel_grad`, and the selections step here too,
+    as `stepping` says. A call returns the gradients of
     parameters that are not plain SGD (valid until the next call). The chain's last layer is
     dense (`runs_native`): it and the loss are one C call (`_Head`); the layers before it are
     the body."""
 
     def __init__(self, chain: tuple[tuple[str, bool], ...], p: State, t: State, sel: dict[str, torch.Tensor],
-                 sel_grad: dict[str, torch.Tensor], sel_lrs: dict[str, float], opts: dict[str, optim.Optimizer],
+                 sel_grad: dict[str, torch.Tensor], stepping: dict[str, SelectionStepping],
+                 opts: dict[str, optim.Optimizer],
                  priors: dict[str, LayerPrior], inputs: RoundInputs, a: int) -> None:
         self.inputs, batch = inputs, inputs.batch
         lib = ibp_native.library()
@@ -81,9 +95,9 @@ class NativeStep:
         self.body: list[_Plain | _Factored] = []
         for i, (name, factored) in enumerate(chain[:-1]):
             if factored:
-                selection = NativeSelection(sel[name], priors[name])
+                selection = NativeSelection(sel[name], priors[name], stepping[name].moments)
                 self.body.append(_Factored(name, p, t, opts, a, batch, i > 0, selection, sel_grad[name],
-                                           sel_lrs[name]))
+                                           stepping[name]))
             else:
                 self.body.append(_Plain(name, p, t, opts, a, batch, i > 0))
         # what each body layer reads: the input, then the ReLU of the layer before
@@ -110,7 +124,7 @@ class NativeStep:
         out: State = {}
         self.head(s, out)  # into the last body layer's grad
         for i in range(len(self.body) - 1, -1, -1):
-            below = self.body[i].backward(self._act(i), out, tau, k, tuning)
+            below = self.body[i].backward(self._act(i), out, s, tau, k, tuning)
             if below is not None:  # through the ReLU below
                 grad = self.body[i - 1].grad
                 self._relu_backward(below.numel(), below.data_ptr(), pre[i - 1].data_ptr(), grad.data_ptr())
@@ -169,7 +183,7 @@ class _Plain:
     def forward(self, act: torch.Tensor) -> torch.Tensor:
         return torch.baddbmm(self.bias_t, act, self.weight_t, out=self.z)
 
-    def backward(self, act: torch.Tensor, out: State, tau: int, k: int, tuning: int) -> torch.Tensor | None:
+    def backward(self, act: torch.Tensor, out: State, s: int, tau: int, k: int, tuning: int) -> torch.Tensor | None:
         grad, name = self.grad, self.name
         if self.below is not None:
             torch.bmm(grad, self.weight, out=self.below)
@@ -187,8 +201,9 @@ class _Factored:
     """A low-rank layer z = act W_a diag(r b) W_b, its selection b and its buffers."""
 
     def __init__(self, name: str, p: State, t: State, opts: dict[str, optim.Optimizer], a: int, batch: int,
-                 below: bool, selection: NativeSelection, sel_grad: torch.Tensor, sel_lr: float) -> None:
-        self.name, self.opts, self.selection, self.sel_grad, self.sel_lr = name, opts, selection, sel_grad, sel_lr
+                 below: bool, selection: NativeSelection, sel_grad: torch.Tensor, stepping: SelectionStepping) -> None:
+        self.name, self.opts, self.selection, self.sel_grad = name, opts, selection, sel_grad
+        self.sel_lr, self.adam = stepping.lr, stepping.adam
         self.w_a, self.w_b, self.w_b_t, self.r = p[f"{name}.W_a"], p[f"{name}.W_b"], t[f"{name}.W_b"], p[f"{name}.r"]
         factors, self.width = self.w_b.shape[1], self.w_b.shape[2]
         self.h, self.g, self.d_g = (torch.empty(a, batch, factors) for _ in range(3))
@@ -211,7 +226,7 @@ class _Factored:
         self._forward(*self._fwd)  # rb = r b, g = h diag(rb)
         return torch.bmm(self.g, self.w_b, out=self.z)
 
-    def backward(self, act: torch.Tensor, out: State, tau: int, k: int, tuning: int) -> torch.Tensor | None:
+    def backward(self, act: torch.Tensor, out: State, s: int, tau: int, k: int, tuning: int) -> torch.Tensor | None:
         name, d_h = self.name, self.d_g
         torch.bmm(self.grad, self.w_b_t, out=self.d_g)
         self._backward(*self._bwd)  # g_b = g_rb r, then r's step (or gradient); d_g *= rb: d_h
@@ -219,7 +234,8 @@ class _Factored:
             torch.bmm(d_h, self.w_a[:, :-1].transpose(1, 2), out=self.below)
         product_step(out, f"{name}.W_b", self.w_b, self.g.transpose(1, 2), self.grad, self.opts)
         product_step(out, f"{name}.W_a", self.w_a, act.transpose(1, 2), d_h, self.opts)
-        self.selection.grads(self.g_b.data_ptr(), tau, k, tuning, self.sel_grad.data_ptr(), self.sel_lr)
+        self.selection.grads(self.g_b.data_ptr(), tau, k, tuning, self.sel_grad.data_ptr(), self.sel_lr,
+                             None if self.adam is None else self.adam.at(s))
         if self.g_r is not None:
             out[f"{name}.r"] = self.g_r
         return self.below
