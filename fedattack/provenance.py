@@ -5,13 +5,18 @@ An experiment's cells are addressed by their settings, not by the code that comp
 report can mix both. Every manifest and result therefore records `software()`, the runner says
 when it reuses cells made by other software, and the report names what made its numbers.
 
-fedattack's version string alone does not change between commits of a checkout, so where the
-package runs from a git work tree (an editable install) the commit is recorded too, read from
-`.git` without running git. Uncommitted edits are not visible this way.
+fedattack's version string alone does not change between commits of a checkout, so two things
+are recorded beside it: the commit, where the package runs from a git work tree (an editable
+install; read from `.git` without running git), and `code`, a digest of the package's own code
+files (Python, C, bundled experiment files), which sees uncommitted edits too. Reuse is judged
+by the digest where both records have one: a commit that changed only documentation does not
+make a rerun warn, an uncommitted edit to the code does.
 """
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 import platform
 from collections.abc import Iterable, Mapping
 from functools import cache
@@ -23,15 +28,45 @@ import torch
 import fedattack
 
 FIELDS = ("fedattack", "commit", "torch", "python")
+CODE_FILES = ("*.py", "*.c", "*.toml")  # what computes results; documentation does not
+# packages installed from their own folders (pyproject's package-dir), besides fedattack's own
+MAPPED_PACKAGES = ("fedattack.targets", "fedattack.attacks", "fedattack.reports")
 
 
 @cache
 def software() -> dict[str, str]:
-    """fedattack's version (and its commit, in a git checkout), torch's and Python's."""
-    out = {"fedattack": fedattack.__version__, "torch": torch.__version__,
-           "python": platform.python_version()}
+    """fedattack's version, the digest of its code (and its commit, in a git checkout), torch's
+    and Python's."""
+    out = {"fedattack": fedattack.__version__, "code": code_digest(_package_folders()),
+           "torch": torch.__version__, "python": platform.python_version()}
     commit = source_commit(Path(fedattack.__file__).resolve().parent.parent)
     return {**out, "commit": commit} if commit else out
+
+
+def _package_folders() -> list[Path]:
+    """fedattack's folder, and those of its packages installed from elsewhere in the source tree
+    (in a wheel they sit inside it and are read once)."""
+    main = Path(fedattack.__file__).resolve().parent
+    folders = [main]
+    for name in MAPPED_PACKAGES:
+        found = importlib.util.find_spec(name)
+        for place in (found.submodule_search_locations or []) if found else []:
+            folder = Path(place).resolve()
+            if not folder.is_relative_to(main):
+                folders.append(folder)
+    return folders
+
+
+def code_digest(folders: Iterable[Path]) -> str:
+    """The first 12 hex digits of SHA-256 over every code file under `folders` (path relative to
+    its folder, then content), in sorted order, so it changes exactly when the code does."""
+    digest = hashlib.sha256()
+    for folder in folders:
+        files = sorted({f for pattern in CODE_FILES for f in folder.rglob(pattern) if "__pycache__" not in f.parts})
+        for path in files:
+            digest.update(f"{folder.name}/{path.relative_to(folder).as_posix()}\0".encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
 
 
 def source_commit(root: Path) -> str | None:
@@ -70,19 +105,23 @@ def _hex(text: str) -> str | None:
 
 
 def describe(versions: Mapping[str, Any] | None) -> str:
-    """One line, e.g. "fedattack 0.1.0 (commit 2540808a1b2c), torch 2.14.1, Python 3.11.7"."""
+    """One line, e.g. "fedattack 0.1.0 (commit 2540808a1b2c, code 9f86d081884c), torch 2.14.1,
+    Python 3.11.7"."""
     if not versions:
         return "unrecorded software"
-    parts = [f"fedattack {versions.get('fedattack', '?')}"
-             + (f" (commit {versions['commit']})" if versions.get("commit") else "")]
+    marks = [f"{key} {versions[key]}" for key in ("commit", "code") if versions.get(key)]
+    parts = [f"fedattack {versions.get('fedattack', '?')}" + (f" ({', '.join(marks)})" if marks else "")]
     parts += [f"{name} {versions[key]}" for key, name in (("torch", "torch"), ("python", "Python"))
               if versions.get(key)]
     return ", ".join(parts)
 
 
 def comparable(versions: Mapping[str, Any] | None) -> tuple[str, ...]:
-    """What must match for two cells to count as made by the same software."""
+    """What must match for two cells to count as made by the same software: the code's digest
+    where it was recorded (else the commit), and the versions."""
     versions = versions or {}
+    if versions.get("code"):
+        versions = {**versions, "commit": f"code {versions['code']}"}
     return tuple(str(versions.get(k, "")) for k in FIELDS)
 
 

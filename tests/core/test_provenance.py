@@ -9,7 +9,15 @@ from pathlib import Path
 import pytest
 
 import fedattack
-from fedattack.provenance import comparable, describe, distinct, software, source_commit
+from fedattack.provenance import (
+    _package_folders,
+    code_digest,
+    comparable,
+    describe,
+    distinct,
+    software,
+    source_commit,
+)
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
@@ -61,7 +69,37 @@ def test_describe_and_group() -> None:
     a = {"fedattack": "0.1.0", "commit": "abc123abc123", "torch": "2.5.0", "python": "3.11.7"}
     b = {**a, "commit": "def456def456"}
     assert describe(a) == "fedattack 0.1.0 (commit abc123abc123), torch 2.5.0, Python 3.11.7"
+    assert describe({**a, "code": "0f0f0f0f0f0f"}) == \
+        "fedattack 0.1.0 (commit abc123abc123, code 0f0f0f0f0f0f), torch 2.5.0, Python 3.11.7"
     assert describe(None) == "unrecorded software"
     assert comparable(a) != comparable(b)
     groups = distinct([a, b, dict(a), None])
     assert [count for _, count in groups.values()] == [2, 1, 1]
+
+
+def test_reuse_is_judged_by_the_code_not_the_commit() -> None:
+    """A commit that changed only documentation leaves the code's digest, and so reuse, alone;
+    a record without a digest (older files) counts as other software."""
+    a = {"fedattack": "0.1.0", "commit": "abc123abc123", "code": "0f0f0f0f0f0f", "torch": "2.5.0", "python": "3.11.7"}
+    assert comparable(a) == comparable({**a, "commit": "def456def456"})
+    assert comparable(a) != comparable({**a, "code": "1e1e1e1e1e1e"})
+    assert comparable(a) != comparable({k: v for k, v in a.items() if k != "code"})
+    assert comparable(a) != comparable({**a, "torch": "2.6.0"})
+
+
+def test_code_digest_follows_code_files_only(tmp_path: Path) -> None:
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "a.py").write_text("x = 1\n")
+    (pkg / "sub" / "step.c").write_text("void f(void) {}\n")
+    first = code_digest([pkg])
+    (pkg / "README.md").write_text("notes\n")
+    (pkg / "__pycache__").mkdir()
+    (pkg / "__pycache__" / "a.py").write_text("compiled\n")
+    assert code_digest([pkg]) == first  # documentation and caches are not code
+    (pkg / "sub" / "step.c").write_text("void f(void) { }\n")
+    assert code_digest([pkg]) != first
+    (pkg / "sub" / "step.c").write_text("void f(void) {}\n")
+    (pkg / "sub" / "a.py").write_text("x = 1\n")  # the same content elsewhere is another file
+    assert code_digest([pkg]) != first
+    assert software()["code"] == code_digest(_package_folders())
