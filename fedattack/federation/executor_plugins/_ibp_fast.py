@@ -230,10 +230,12 @@ class IBPRun:
 
 
 def runs_native(spec: IBPStepSpec, params: State) -> bool:
-    """The compiled step is float32, CPU, and ends in a dense layer (WAFFLe never factorises
-    the output layer); elsewhere `batched-native` steps as `batched`."""
+    """The compiled step is float32 and CPU, for chains of factorised layers ending in a dense
+    one (what WAFFLe makes of an MLP: every hidden layer factorised, never the output);
+    elsewhere `batched-native` steps as `batched`."""
     like = params[f"{next(iter(spec.alpha))}.pi_logit"]
-    return like.dtype == torch.float32 and like.device.type == "cpu" and not spec.chain[-1][1]
+    layers = [factored for _, factored in spec.chain]
+    return like.dtype == torch.float32 and like.device.type == "cpu" and all(layers[:-1]) and not layers[-1]
 
 
 def native_statistics(target: Target, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:

@@ -74,10 +74,9 @@ class NativeStep:
     """Local steps of the first `a` clients of a stack, in place: `p`, `t` and `sel` are
     their parameters, the weight matrices transposed (biases as (a, 1, d)) and the packed
     selections; the selections' gradients go into `sel_grad`, and the selections step here too,
-    as `stepping` says. A call returns the gradients of
-    parameters that are not plain SGD (valid until the next call). The chain's last layer is
-    dense (`runs_native`): it and the loss are one C call (`_Head`); the layers before it are
-    the body."""
+    as `stepping` says. A call returns the gradients of parameters that are not plain SGD
+    (valid until the next call). The chain is factorised layers (the body) and a dense output
+    layer (`runs_native`), which with the loss is one C call (`_Head`)."""
 
     def __init__(self, chain: tuple[tuple[str, bool], ...], p: State, t: State, sel: dict[str, torch.Tensor],
                  sel_grad: dict[str, torch.Tensor], stepping: dict[str, SelectionStepping],
@@ -92,14 +91,9 @@ class NativeStep:
         else:
             self.gather, first = None, torch.empty(a * batch, inputs.x.shape[1])
         self.x = first.view(a, batch, -1)
-        self.body: list[_Plain | _Factored] = []
-        for i, (name, factored) in enumerate(chain[:-1]):
-            if factored:
-                selection = NativeSelection(sel[name], priors[name], stepping[name].moments)
-                self.body.append(_Factored(name, p, t, opts, a, batch, i > 0, selection, sel_grad[name],
-                                           stepping[name]))
-            else:
-                self.body.append(_Plain(name, p, t, opts, a, batch, i > 0))
+        self.body = [_Factored(name, p, t, opts, a, batch, i > 0,
+                               NativeSelection(sel[name], priors[name], stepping[name].moments), sel_grad[name],
+                               stepping[name]) for i, (name, _) in enumerate(chain[:-1])]
         # what each body layer reads: the input, then the ReLU of the layer before
         self.acts = [self.x] + [torch.empty(a, batch, layer.width) for layer in self.body[:-1]]
         self.head = _Head(chain[-1][0], p, opts, self.body[-1], inputs)
@@ -114,9 +108,8 @@ class NativeStep:
                                out=self.x.view(-1, self.x.shape[2]))
         pre = []
         for i, layer in enumerate(self.body):
-            if isinstance(layer, _Factored):
-                logistic, log_1mu_v = inputs.noise[layer.name]
-                layer.selection.draw(logistic.at(s), log_1mu_v.at(s), tau, tuning)
+            logistic, log_1mu_v = inputs.noise[layer.name]
+            layer.selection.draw(logistic.at(s), log_1mu_v.at(s), tau, tuning)
             z = layer.forward(self._act(i))
             pre.append(z)
             if i + 1 < len(self.body):
@@ -131,11 +124,9 @@ class NativeStep:
         return out
 
     def _act(self, i: int) -> torch.Tensor:
-        """Body layer i's input; a factorised layer past the first reads it with a column of ones."""
+        """Body layer i's input; past the first, with a column of ones for W_a's bias row."""
         act = self.acts[i]
-        if i > 0 and isinstance(self.body[i], _Factored):
-            return torch.nn.functional.pad(act, (0, 1), value=1.0)
-        return act
+        return torch.nn.functional.pad(act, (0, 1), value=1.0) if i > 0 else act
 
 
 class _Head:
@@ -143,7 +134,7 @@ class _Head:
     backward into the body's last gradient, and the layer's SGD step (or its gradients, for
     other optimisers), in one C call."""
 
-    def __init__(self, name: str, p: State, opts: dict[str, optim.Optimizer], last: _Plain | _Factored,
+    def __init__(self, name: str, p: State, opts: dict[str, optim.Optimizer], last: _Factored,
                  inputs: RoundInputs) -> None:
         self.inputs, self.names = inputs, (f"{name}.weight", f"{name}.bias")
         weight, bias = p[self.names[0]], p[self.names[1]]
@@ -165,36 +156,6 @@ class _Head:
     def __call__(self, s: int, out: State) -> None:
         self._head(*self._front, self.inputs.neg_targets.at(s), self.inputs.weights.at(s), *self._back)
         out.update(self.grads)
-
-
-class _Plain:
-    """A dense layer z = act W^T + bias, with its buffers."""
-
-    def __init__(self, name: str, p: State, t: State, opts: dict[str, optim.Optimizer], a: int, batch: int,
-                 below: bool) -> None:
-        self.name, self.opts = name, opts
-        self.weight, self.weight_t = p[f"{name}.weight"], t[f"{name}.weight"]
-        self.bias, self.bias_t = p[f"{name}.bias"], t[f"{name}.bias"]
-        self.width = self.weight.shape[1]
-        self.z, self.grad = torch.empty(a, batch, self.width), torch.empty(a, batch, self.width)
-        self.bias_grad = torch.empty(a, self.width)
-        self.below = torch.empty(a, batch, self.weight.shape[2]) if below else None
-
-    def forward(self, act: torch.Tensor) -> torch.Tensor:
-        return torch.baddbmm(self.bias_t, act, self.weight_t, out=self.z)
-
-    def backward(self, act: torch.Tensor, out: State, s: int, tau: int, k: int, tuning: int) -> torch.Tensor | None:
-        grad, name = self.grad, self.name
-        if self.below is not None:
-            torch.bmm(grad, self.weight, out=self.below)
-        product_step(out, f"{name}.weight", self.weight, grad.transpose(1, 2), act, self.opts)
-        torch.sum(grad, 1, out=self.bias_grad)
-        opt = self.opts[f"{name}.bias"]
-        if isinstance(opt, optim.SGD):
-            self.bias.sub_(self.bias_grad, alpha=opt.lr)
-        else:
-            out[f"{name}.bias"] = self.bias_grad
-        return self.below
 
 
 class _Factored:
