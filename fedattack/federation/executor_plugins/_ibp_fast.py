@@ -36,7 +36,14 @@ import torch
 import torch.nn.functional as F
 
 from fedattack import optim
-from fedattack.federation.executor_plugins._ibp_native_step import NativeStep, RoundInputs, Rows, SelectionStepping
+from fedattack.federation.executor_plugins._ibp_native_step import (
+    NativeStep,
+    RoundInputs,
+    Rows,
+    SelectionStepping,
+    native_statistics,
+    runs_native,
+)
 from fedattack.federation.executor_plugins._ibp_step import ibp_step
 from fedattack.models import ibp_native
 from fedattack.models.ibp_grad import LayerPrior, SelectionNoise, SelectionStep
@@ -227,28 +234,6 @@ class IBPRun:
         for layer, sel in self.sel.items():
             for i, n in enumerate(SELECTION):
                 self.params[f"{layer}.{n}"].copy_(sel[i])
-
-
-def runs_native(spec: IBPStepSpec, params: State) -> bool:
-    """The compiled step is float32 and CPU, for chains of factorised layers ending in a dense
-    one (what WAFFLe makes of an MLP: every hidden layer factorised, never the output);
-    elsewhere `batched-native` steps as `batched`."""
-    like = params[f"{next(iter(spec.alpha))}.pi_logit"]
-    layers = [factored for _, factored in spec.chain]
-    return like.dtype == torch.float32 and like.device.type == "cpu" and all(layers[:-1]) and not layers[-1]
-
-
-def native_statistics(target: Target, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """(mean, std) per channel for the native gather, if the target normalises as the base class
-    does (else the round's input is normalised by the target, as without `native`)."""
-    if type(target).normalized is not Target.normalized or x.dtype != torch.float32 or x.device.type != "cpu":
-        return None
-    channels = x.shape[1] if x.dim() == 4 else 1
-    norm = target.ctx.normalization
-    mean, std = (norm.mean, norm.std) if norm is not None else ((0.0,) * channels, (1.0,) * channels)
-    if len(mean) != channels:
-        return None
-    return torch.tensor(mean, dtype=torch.float32), torch.tensor(std, dtype=torch.float32)
 
 
 def _classes(spec: IBPStepSpec, params: State) -> int:

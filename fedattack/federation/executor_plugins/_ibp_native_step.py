@@ -15,6 +15,7 @@ The eager step's operations in its order, except the head's sums, which C adds i
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -23,7 +24,10 @@ from fedattack.federation.executor_plugins._ibp_step import product_step
 from fedattack.models import ibp_native
 from fedattack.models.ibp_grad import LayerPrior
 from fedattack.models.ibp_native import NativeGather, NativeSelection
-from fedattack.target import State
+from fedattack.target import State, Target
+
+if TYPE_CHECKING:
+    from fedattack.federation.executor_plugins._ibp_fast import IBPStepSpec
 
 
 class Rows:
@@ -68,6 +72,29 @@ class RoundInputs:
     raw: tuple[torch.Tensor, torch.Tensor] | None
     ones: bool
     adam: dict[str, Rows]
+
+
+def runs_native(spec: IBPStepSpec, params: State) -> bool:
+    """The compiled step is float32 and CPU, for chains of factorised layers ending in a dense
+    one (what WAFFLe makes of an MLP: every hidden layer factorised, never the output);
+    elsewhere `batched-native` steps as `batched`."""
+    like = params[f"{next(iter(spec.alpha))}.pi_logit"]
+    layers = [factored for _, factored in spec.chain]
+    return like.dtype == torch.float32 and like.device.type == "cpu" and all(layers[:-1]) and not layers[-1]
+
+
+def native_statistics(target: Target, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """(mean, std) per channel for the native gather, if the target normalises as the base class
+    does (else the round's input is normalised by the target, as without `native`)."""
+    if type(target).normalized is not Target.normalized or x.dtype != torch.float32 or x.device.type != "cpu":
+        return None
+    channels = x.shape[1] if x.dim() == 4 else 1
+    norm = target.ctx.normalization
+    mean, std = (norm.mean, norm.std) if norm is not None else ((0.0,) * channels, (1.0,) * channels)
+    if len(mean) != channels:
+        return None
+    return torch.tensor(mean, dtype=torch.float32), torch.tensor(std, dtype=torch.float32)
+
 
 
 class NativeStep:
