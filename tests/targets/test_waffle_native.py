@@ -214,3 +214,15 @@ def test_dense_head_is_the_output_layer_and_loss_of_autograd(sgd: bool) -> None:
         torch.testing.assert_close(g_weight, ww.grad, atol=1e-5, rtol=1e-4)
         torch.testing.assert_close(g_bias, bb.grad, atol=1e-5, rtol=1e-4)
         assert torch.equal(stepped_w, weight) and torch.equal(stepped_b, bias)
+
+
+def test_native_step_without_the_native_gather(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A target that normalises its own way gets its round's input normalised as under
+    `batched`, and the native step gathers each batch by index instead."""
+    import fedattack.federation.executor_plugins._ibp_fast as fast
+
+    monkeypatch.setattr(fast, "native_statistics", lambda target, x: None)
+    target = build("waffle-ibp", {}, recipe=RECIPE)
+    for a, b in zip(_train(make_executor("batched-native", "cpu"), target), _train(BatchedExecutor(), target)):
+        for k in a:
+            torch.testing.assert_close(a[k], b[k], atol=1e-4, rtol=1e-3, msg=k)

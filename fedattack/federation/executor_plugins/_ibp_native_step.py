@@ -96,7 +96,6 @@ def native_statistics(target: Target, x: torch.Tensor) -> tuple[torch.Tensor, to
     return torch.tensor(mean, dtype=torch.float32), torch.tensor(std, dtype=torch.float32)
 
 
-
 class NativeStep:
     """Local steps of the first `a` clients of a stack, in place: `p`, `t` and `sel` are
     their parameters, the weight matrices transposed (biases as (a, 1, d)) and the packed
