@@ -175,7 +175,6 @@ def test_native_stacks_are_larger(clients: int, chunks: list[int]) -> None:
     assert sizes == chunks
 
 
-
 @pytest.mark.parametrize("hyper", DEEP_HYPERS)
 def test_native_deeper_chains_train_as_the_vmap_path(hyper: dict[str, object], isolated_registries: None) -> None:
     assert_trains_as_vmap(make_executor("batched-native", "cpu"), deep_target(hyper))
@@ -226,3 +225,34 @@ def test_native_step_without_the_native_gather(monkeypatch: pytest.MonkeyPatch) 
     for a, b in zip(_train(make_executor("batched-native", "cpu"), target), _train(BatchedExecutor(), target)):
         for k in a:
             torch.testing.assert_close(a[k], b[k], atol=1e-4, rtol=1e-3, msg=k)
+
+
+def test_native_stacks_train_side_by_side_in_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two stacks in two Python threads at once, as at 50 clients: each keeps its own buffers
+    and the C functions keep no state, so the clients train as in one stack (within the
+    products' rounding for other stack sizes)."""
+    import threading
+
+    import fedattack.federation.executor_plugins.batched as batched
+
+    target = build("waffle-ibp", {"recipe": "ibp-wf", "optimizer": "adam-selection"}, recipe=RECIPE)
+    one = _train(make_executor("batched-native", "cpu"), target, rounds=1)
+    seen: set[str] = set()
+    stacked = batched.train_stacked
+
+    def spy(*args: object, **kwargs: object) -> object:
+        seen.add(threading.current_thread().name)
+        return stacked(*args, **kwargs)
+
+    monkeypatch.setattr(batched, "train_stacked", spy)
+    monkeypatch.setattr(batched, "CPU_IBP_NATIVE_THREAD_MIN", 2)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        threaded = _train(make_executor("batched-native", "cpu"), target, rounds=1)
+    finally:
+        torch.set_num_threads(before)
+    assert len(seen) == 2 and threading.main_thread().name not in seen
+    for a, b in zip(one, threaded):
+        for k in a:
+            torch.testing.assert_close(a[k], b[k], atol=1e-6, rtol=1e-5, msg=k)
