@@ -18,6 +18,13 @@ them), timing `--rounds` rounds after one untimed warm-up round:
 - `batched-native`: the same with WAFFLe's factor selection compiled to C (`--executor
   batched-native`, opt-in: `fedattack.models.ibp_native`).
 
+`--repeat N` measures each client count N times, the runners' order alternating, and prints
+each runner's median share with its range and how many reached `--target` (this machine's
+timings swing by a third between runs minutes apart, so a single run proves little):
+
+    .venv/bin/python benchmarks/bench_waffle.py --clients 10 --runners batched batched-native \\
+        --rounds 6 --full-rounds 0 --repeat 10
+
 Share of the ceiling: matrix-multiply FLOPs per client step (`torch.utils.flop_counter`) x
 client steps per second of wall time, over `torch.bmm`'s GFLOP/s at the MNIST MLP's shapes for
 that many clients measured in the same run (`bench_mnist.bmm_gflops`, as for FedAvg). Then the
@@ -31,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -123,30 +131,51 @@ def row(m: int, runner: str, res: dict[str, Any], base: dict[str, float], bmm: f
 
 
 def per_round(args: argparse.Namespace, common: dict[str, Any], results: dict[str, Any]) -> None:
-    header = (f"{'m':>4s}  {'runner':13s} {'s/round':>8s} {'steps/s':>9s} {'steps/cpu-s':>11s}  "
-              f"{'/plain':>7s}  {'/vmap':>7s}  {'%bmm':>7s}")
     for m in args.clients:
-        before = bmm_gflops(m)
-        print(f"\n{m} clients a round; torch.bmm at the MLP's shapes: {before:.1f} GFLOP/s; load {load()}")
-        print(header, flush=True)
-        base: dict[str, float] = {}
-        done = []
-        for runner in args.runners:
-            if runner == "plain" and common["hyper"]:
-                print(f"{m:4d}  plain          skipped: it steps every parameter by SGD (literal recipe only)")
-                continue
-            res = child({**common, "runner": runner, "method": METHOD, "clients": m,
-                         "rounds": args.rounds, "executor": runner})
-            base[runner] = res["steps"] / res["seconds"]
-            results["rows"].append({"clients": m, "runner": runner, "load": load(), **res})
-            done.append((runner, res))
-            print(row(m, runner, res, base, before), flush=True)
-        after = bmm_gflops(m)
-        results["bmm_gflops"][m] = [before, after]
-        # the ceiling itself swings between measurements (61-160 GFLOP/s idle on the 2-core
-        # machines): the shares against the higher of the two, i.e. the smaller shares
-        print(f"torch.bmm again: {after:.1f} GFLOP/s; shares against the higher, {max(before, after):.1f}: "
-              + ", ".join(f"{r} {100 * share(res, max(before, after)):.1f}%" for r, res in done), flush=True)
+        shares: dict[str, list[float]] = {}
+        for repeat in range(args.repeat):
+            order = args.runners if repeat % 2 == 0 else args.runners[::-1]  # alternate who runs first
+            for runner, value in measure_clients(args, common, results, m, order).items():
+                shares.setdefault(runner, []).append(value)
+        if args.repeat > 1:
+            print(f"\n{m} clients a round, {args.repeat} alternating repeats "
+                  "(shares of the higher ceiling measured beside each):")
+            for runner, values in shares.items():
+                values.sort()
+                print(f"  {runner:13s} median {100 * statistics.median(values):5.1f}% (n={len(values)}, "
+                      f"{100 * values[0]:.1f}-{100 * values[-1]:.1f}%), "
+                      f"{sum(v >= args.target for v in values)} of {len(values)} at or above {100 * args.target:.0f}%")
+        results["shares"][m] = shares
+
+
+def measure_clients(args: argparse.Namespace, common: dict[str, Any], results: dict[str, Any], m: int,
+                    runners: list[str]) -> dict[str, float]:
+    """One measurement of each runner at m clients, between two of the ceiling; each runner's
+    share of the higher ceiling."""
+    before = bmm_gflops(m)
+    print(f"\n{m} clients a round; torch.bmm at the MLP's shapes: {before:.1f} GFLOP/s; load {load()}")
+    print(f"{'m':>4s}  {'runner':13s} {'s/round':>8s} {'steps/s':>9s} {'steps/cpu-s':>11s}  "
+          f"{'/plain':>7s}  {'/vmap':>7s}  {'%bmm':>7s}", flush=True)
+    base: dict[str, float] = {}
+    done = []
+    for runner in runners:
+        if runner == "plain" and common["hyper"]:
+            print(f"{m:4d}  plain          skipped: it steps every parameter by SGD (literal recipe only)")
+            continue
+        res = child({**common, "runner": runner, "method": METHOD, "clients": m,
+                     "rounds": args.rounds, "executor": runner})
+        base[runner] = res["steps"] / res["seconds"]
+        results["rows"].append({"clients": m, "runner": runner, "load": load(), **res})
+        done.append((runner, res))
+        print(row(m, runner, res, base, before), flush=True)
+    after = bmm_gflops(m)
+    results["bmm_gflops"].setdefault(m, []).append([before, after])
+    # the ceiling itself swings between measurements (61-170 GFLOP/s idle on the 2-core
+    # machines): the shares against the higher of the two, i.e. the smaller shares
+    top = max(before, after)
+    print(f"torch.bmm again: {after:.1f} GFLOP/s; shares against the higher, {top:.1f}: "
+          + ", ".join(f"{r} {100 * share(res, top):.1f}%" for r, res in done), flush=True)
+    return {r: share(res, top) for r, res in done}
 
 
 def share(res: dict[str, Any], bmm: float) -> float:
@@ -226,6 +255,10 @@ def main() -> None:
     p.add_argument("--clients", type=int, nargs="*", default=[10, 20, 50],
                    help="clients per round (none: only the whole setting)")
     p.add_argument("--rounds", type=int, default=2, help="timed rounds per measurement")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="measure each client count this many times, alternating the runners' order, "
+                        "and print each runner's median share with its range")
+    p.add_argument("--target", type=float, default=0.40, help="share to count the repeats at or above")
     p.add_argument("--runners", nargs="+", default=list(RUNNERS), choices=RUNNERS)
     p.add_argument("--full-rounds", type=int, default=100, help="rounds of the whole setting (0: skip)")
     p.add_argument("--full-executors", nargs="+", default=["batched-vmap", "batched"],
@@ -250,7 +283,7 @@ def main() -> None:
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} cores; "
           f"load average {load()}; waffle-ibp recipe {args.recipe} {RECIPES[args.recipe]}")
     results: dict[str, Any] = {"load_start": load(), "threads": torch.get_num_threads(), "recipe": args.recipe,
-                               "bmm_gflops": {}, "rows": [], "full": []}
+                               "bmm_gflops": {}, "shares": {}, "rows": [], "full": []}
     per_round(args, common, results)
     if args.full_rounds:
         whole_setting(args, common, results)
