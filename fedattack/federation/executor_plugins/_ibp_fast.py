@@ -125,11 +125,9 @@ class IBPRun:
         self.native = native and runs_native(spec, params)
         assert raw is None or self.native, "a raw input is for the native step's gather"
         self.x = x.contiguous() if raw is not None else F.pad(x, (0, 1), value=1.0) if self.ones else x
-        self.rows = rows.reshape(rows.shape[0], -1).unbind(0)
         w = weights.to(like.dtype).unsqueeze(-1)
         # the loss's gradient in the logits is softmax * w - onehot * w: the second term, per step
         neg_targets = F.one_hot(y, _classes(spec, params)).to(like.dtype)[rows] * -w
-        self.neg_targets, self.w = neg_targets.unbind(0), w.unbind(0)
         self.sel = {layer: torch.stack([params[f"{layer}.{n}"] for n in SELECTION]) for layer in spec.alpha}
         self.sel_opt = {layer: opts[f"{layer}.pi_logit"] for layer in spec.alpha}  # see ibp_spec
         self.priors = {layer: LayerPrior.of(alpha, spec.scale, spec.kl_b, spec.kappa or 0.0,
@@ -137,10 +135,13 @@ class IBPRun:
                        for layer, alpha in spec.alpha.items()}
         drawn = {layer: SelectionNoise.of(noise[f"{layer}.u_b"], noise[f"{layer}.u_v"])
                  for layer in spec.alpha}
-        self.noise = {layer: (d.logistic.unbind(0), d.log_1mu_v.unbind(0)) for layer, d in drawn.items()}
         self._per_step(consts, steps.unsqueeze(1), like.dtype)
-        if self.native:
+        if self.native:  # each step's inputs read by address
             self.inputs = self._round_inputs(rows, neg_targets, w, drawn, like.shape[0])
+        else:  # each step's inputs as views
+            self.rows = rows.reshape(rows.shape[0], -1).unbind(0)
+            self.neg_targets, self.w = neg_targets.unbind(0), w.unbind(0)
+            self.noise = {layer: (d.logistic.unbind(0), d.log_1mu_v.unbind(0)) for layer, d in drawn.items()}
         self.states = {k: optim.init_state(opts[k], p) for k, p in self.plain.items()}
         self.sel_states = {layer: optim.init_state(self.sel_opt[layer], s) for layer, s in self.sel.items()}
         self.prefixes: dict[int, _Prefix] = {}
