@@ -96,6 +96,17 @@ def native_statistics(target: Target, x: torch.Tensor) -> tuple[torch.Tensor, to
     return torch.tensor(mean, dtype=torch.float32), torch.tensor(std, dtype=torch.float32)
 
 
+def c_step(opt: optim.Optimizer, like: torch.Tensor) -> tuple[float, torch.Tensor | None]:
+    """How a C call steps a parameter like `like`: plain SGD in place at its rate, or (rate 0)
+    its gradient written into the buffer returned, for `fedattack.optim` to step."""
+    return (opt.lr, None) if isinstance(opt, optim.SGD) else (0.0, torch.empty_like(like))
+
+
+def address(t: torch.Tensor | None) -> int | None:
+    """A tensor's address for a C call, NULL (None) for none."""
+    return None if t is None else t.data_ptr()
+
+
 class NativeStep:
     """Local steps of the first `a` clients of a stack, in place: `p`, `t` and `sel` are
     their parameters, the weight matrices transposed (biases as (a, 1, d)) and the packed
@@ -168,16 +179,13 @@ class _Head:
         a, batch, d = last.z.shape
         classes = weight.shape[1]
         self.act, self.logits = torch.empty(a, batch, d), torch.empty(a, batch, classes)
-        w_opt, b_opt = opts[self.names[0]], opts[self.names[1]]
-        # plain SGD steps in C; any other optimiser gets the gradient, written here
-        self.grads = {n: torch.empty_like(v) for n, v, o in zip(self.names, (weight, bias), (w_opt, b_opt))
-                      if not isinstance(o, optim.SGD)}
-        lrs = [o.lr if isinstance(o, optim.SGD) else 0.0 for o in (w_opt, b_opt)]
-        pointers = [self.grads[n].data_ptr() if n in self.grads else None for n in self.names]
+        steps = [c_step(opts[n], v) for n, v in zip(self.names, (weight, bias))]
+        self.grads = {n: g for n, (_, g) in zip(self.names, steps) if g is not None}
         self._head = ibp_native.library().dense_head
         self._front = (a, batch, d, classes, last.z.data_ptr(), self.act.data_ptr(), weight.data_ptr(),
                        bias.data_ptr())
-        self._back = (*lrs, *pointers, self.logits.data_ptr(), last.grad.data_ptr())
+        self._back = (*(lr for lr, _ in steps), *(address(g) for _, g in steps), self.logits.data_ptr(),
+                      last.grad.data_ptr())
 
     def __call__(self, s: int, out: State) -> None:
         self._head(*self._front, self.inputs.neg_targets.at(s), self.inputs.weights.at(s), *self._back)
@@ -202,11 +210,9 @@ class _Factored:
         shape = (a, batch, factors)
         self._fwd = (*shape, self.h.data_ptr(), self.r.data_ptr(), selection.b.data_ptr(), self.rb.data_ptr(),
                      self.g.data_ptr())
-        r_opt = opts[f"{name}.r"]  # plain SGD steps r in C; any other optimiser gets its gradient
-        self.g_r = None if isinstance(r_opt, optim.SGD) else torch.empty(a, factors)
+        lr_r, self.g_r = c_step(opts[f"{name}.r"], self.r)
         self._bwd = (*shape, self.d_g.data_ptr(), self.h.data_ptr(), self.rb.data_ptr(), self.r.data_ptr(),
-                     selection.b.data_ptr(), r_opt.lr if self.g_r is None else 0.0,
-                     None if self.g_r is None else self.g_r.data_ptr(), self.g_rb.data_ptr(), self.g_b.data_ptr())
+                     selection.b.data_ptr(), lr_r, address(self.g_r), self.g_rb.data_ptr(), self.g_b.data_ptr())
 
     def forward(self, act: torch.Tensor) -> torch.Tensor:
         torch.bmm(act, self.w_a, out=self.h)
