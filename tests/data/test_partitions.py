@@ -224,3 +224,15 @@ def test_parse_options_checks_keys_and_types() -> None:
         make_partition("nope", np.zeros(3, dtype=np.int64), 1, 0, "x")
     with pytest.raises(UserError, match=r"test_fraction must be in \[0, 1\)"):
         make_partition("iid", np.zeros(30, dtype=np.int64), 3, 0, "x", test_fraction=1.5)
+
+
+def test_iid_client_size_gives_every_client_exactly_that_many_samples() -> None:
+    """Ordinary clients of a chosen size without thousands of clients (#33: an eavesdropper's
+    victim seen every round); the rest of the split is left out, and too large a size refused."""
+    labels = np.arange(100, dtype=np.int64) % 10
+    part = make_partition("iid", labels, 4, 0, "x", test_fraction=0.0, client_size=7)
+    held = [np.concatenate([c.train, c.test]) for c in part.clients]
+    assert [len(h) for h in held] == [7, 7, 7, 7] and len(np.unique(np.concatenate(held))) == 28
+    assert len(part.discarded) == 72
+    with pytest.raises(UserError, match="client_size=30 for 4 clients needs 120"):
+        make_partition("iid", labels, 4, 0, "x", client_size=30)
