@@ -13,7 +13,8 @@ class ConvNet(nn.Module):
     """Conv (ReLU, 2x2 max-pool) blocks, then fully connected layers.
 
     Layers are named `conv1..`, `fc1..` so a method can factorise them by name. The flattened
-    size is found by a dry run, so one definition fits 8x8, 28x28 and 32x32 inputs.
+    size is found by a dry run, so one definition fits 8x8, 28x28 and 32x32 inputs. Pooling is
+    2x2 max (the seeds' models) or average (`pool="avg"`, Dimitrov et al.'s).
     """
 
     def __init__(
@@ -23,8 +24,10 @@ class ConvNet(nn.Module):
         hidden: list[int],
         num_classes: int,
         layers: Layers,
+        pool: str = "max",
     ) -> None:
         super().__init__()
+        self.pool = nn.functional.max_pool2d if pool == "max" else nn.functional.avg_pool2d
         c_in = input_shape[0]
         self.num_convs = len(convs)
         for i, (c_out, kernel, padding) in enumerate(convs, start=1):
@@ -41,7 +44,7 @@ class ConvNet(nn.Module):
         for i in range(1, self.num_convs + 1):
             x = getattr(self, f"conv{i}")(x).relu()
             if min(x.shape[-2:]) >= 2:
-                x = nn.functional.max_pool2d(x, 2)
+                x = self.pool(x, 2)
         return x.flatten(1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -76,3 +79,11 @@ def lenet5(input_shape: tuple[int, int, int], num_classes: int, layers: Layers) 
     pad1 = 2 if input_shape[1] <= 28 else 0
     pad2 = 2 if input_shape[1] < 16 else 0
     return ConvNet(input_shape, [(6, 5, pad1), (16, 5, pad2)], [120, 84], num_classes, layers)
+
+
+@MODELS.register("dimitrov-cnn")
+def dimitrov_cnn(input_shape: tuple[int, int, int], num_classes: int, layers: Layers) -> nn.Module:
+    """The CNN Dimitrov et al. attack FedAvg with ("Data Leakage in Federated Averaging", TMLR
+    2022; their code's `cnn`): 3x3 convs 32 and 64 ('same' padding), each ReLU and 2x2 average
+    pooling, a dense layer of 100 ReLU units, then the classes (62 on FEMNIST)."""
+    return ConvNet(input_shape, [(32, 3, 1), (64, 3, 1)], [100], num_classes, layers, pool="avg")
