@@ -9,29 +9,21 @@ it registers nothing itself.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 import numpy as np
 import torch
 
-from fedattack.attacks.base import Adversary, Scored
-from fedattack.attacks.data import Samples
+from fedattack.attacks.base import Adversary, NotApplicable, Scored
 from fedattack.attacks.data_reconstruction import IMAGE_METRICS, DataReconstruction, Reconstructions
 from fedattack.attacks.truth import GroundTruth
+from fedattack.attacks.update_inversion.first_layer import FirstLayerReader
 from fedattack.attacks.update_inversion.joint import Inverted
 from fedattack.attacks.update_inversion.labels import count_accuracy
-from fedattack.attacks.update_inversion.levels import LEVELS, pixel_levels
 from fedattack.attacks.update_inversion.problem import VictimUpdate, recover_labels, victim_update
-from fedattack.attacks.update_inversion.unmix import (
-    FirstLayer,
-    Search,
-    Unmixed,
-    first_layer_update,
-    order_by_labels,
-    unmix,
-)
+from fedattack.attacks.update_inversion.through import ThroughSettings
+from fedattack.attacks.update_inversion.unmix import Search
 from fedattack.registry import UserError
 from fedattack.results import Metric
 
@@ -39,6 +31,8 @@ SELECTIONS = ("strategy", "adaptive")
 LABELS = ("threat-model", "recovered")
 STARTS = ("random", "first-layer")
 RANKS = ("levels", "quantised", "sparsity")
+FALLBACKS = ("optimiser", "none")
+WINDOWS = ("first", "last")
 ON = 0.5  # a relaxed selection entry counts as "factor on" from here (as the strategies' scores)
 
 
@@ -75,7 +69,13 @@ class InversionSettings:
     without auxiliary data) at the brightness the bias update fixes first, "quantised" up to
     scale, "sparsity" the sparsest; `slack` lets answers dip that far below zero (float noise in
     the update's span), see `unmix.Search`) and skips the optimiser, falling back to it (said in
-    the result) where that does not apply."""
+    the result) where that does not apply. rounds: how many of the victim's rounds the
+    first-layer reading folds together (0 for all: a client with more images than the layer has
+    units needs several, `rounds.py`), the last K it saw (`round_window=last`, up to the observed
+    round) or the first K (`first`: richer, as an image the model has learnt fades from later
+    updates). fallback: where the first layer does not
+    unmix, "optimiser" runs the optimiser from noise, "none" says why and stops (not applicable),
+    which is what a client of thousands of images needs: the optimiser cannot help there."""
 
     iterations: int = 300
     step_size: float = 0.3
@@ -90,6 +90,9 @@ class InversionSettings:
     rank: str = "levels"
     slack: float = 0.0
     levels: int = 0
+    rounds: int = 1
+    round_window: str = "last"
+    fallback: str = "optimiser"
 
     def __post_init__(self) -> None:
         if self.iterations < 1 or self.restarts < 1 or self.step_size <= 0 or self.tv < 0:
@@ -109,6 +112,12 @@ class InversionSettings:
             raise UserError(f"rank {self.rank!r} must be one of {', '.join(RANKS)}")
         if self.labels not in LABELS:
             raise UserError(f"labels {self.labels!r} must be one of {', '.join(LABELS)}")
+        if self.rounds < 0:
+            raise UserError(f"rounds {self.rounds} must be >= 1 (the last K rounds seen), or 0 for all")
+        if self.round_window not in WINDOWS:
+            raise UserError(f"round_window {self.round_window!r} must be one of {', '.join(WINDOWS)}")
+        if self.fallback not in FALLBACKS:
+            raise UserError(f"fallback {self.fallback!r} must be one of {', '.join(FALLBACKS)}")
 
 
 class UpdateInversionFamily(DataReconstruction):
@@ -116,7 +125,7 @@ class UpdateInversionFamily(DataReconstruction):
 
     metrics: ClassVar[tuple[Metric, ...]] = UPDATE_INVERSION_METRICS
     fast_settings: ClassVar[dict[str, Any]] = {"iterations": 2}
-    _unmixed: tuple[tuple[str, int, tuple[int, ...], int], Unmixed] | None = None
+    _reader: FirstLayerReader | None = None
 
     def invert(self, update: VictimUpdate, labels: torch.Tensor, gen: torch.Generator) -> Inverted:
         raise NotImplementedError
@@ -125,47 +134,29 @@ class UpdateInversionFamily(DataReconstruction):
         update = victim_update(adv, adaptive_selection=self.settings.selection == "adaptive")
         labels, label_note = recover_labels(update, adv, gen,
                                             use_known=self.settings.labels == "threat-model")
-        inverted, how = self.first_layer(update, labels, gen, adv.knowledge.aux)
+        inverted, how, rounds_note = self.first_layer(update, labels, gen, adv)
         if inverted is None:
+            if self.settings.start == "first-layer" and self.settings.fallback == "none":
+                raise NotApplicable(how.removeprefix("the optimiser from noise: "))
             inverted = self.invert(update, labels, gen)
-        info = {**update.notes, "labels": {**label_note, "guessed": labels.tolist()}, "inverted_by": how,
+        info = {**update.notes, **rounds_note, "labels": {**label_note, "guessed": labels.tolist()},
+                "inverted_by": how,
                 "final_loss": inverted.loss,
                 "selection_found": {k: v.tolist() for k, v in inverted.extras.items()}}
         return Reconstructions(inverted.images, info)
 
     def first_layer(self, update: VictimUpdate, labels: torch.Tensor, gen: torch.Generator,
-                    aux: Samples) -> tuple[Inverted | None, str]:
-        """The images off the first layer's update (`start=first-layer`), or None and why not."""
+                    adv: Adversary) -> tuple[Inverted | None, str, dict[str, Any]]:
+        """The images off the first dense layer's update (`start=first-layer`, `first_layer.py`),
+        or None and why not."""
         if self.settings.start != "first-layer":
-            return None, "the optimiser from noise"
-        layer = first_layer_update(update.start, update.after, update.shape)
-        if layer is None:
-            return None, "the optimiser from noise: no fully connected first layer on the wire"
-        norm = update.target.ctx.normalization
-        levels = self.settings.levels or (pixel_levels(aux.x.numpy()) if len(aux) else LEVELS)
-        unmixed = self.unmixed(layer, len(labels), update.shape, gen,
-                               None if norm is None else (norm.mean, norm.std), levels)
-        if unmixed.images is None:
-            return None, f"the optimiser from noise: {unmixed.note}"
-        held = update.extras.initial()
-        uplinked = {**held, **update.start, **update.after}
-        ordered = order_by_labels(update.forward, uplinked, unmixed.images, labels)
-        free = {k: v for k, v in held.items() if k in update.extras.free}
-        return Inverted(ordered, free, float("nan")), f"the first layer's update (unmix: {unmixed.note})"
-
-    def unmixed(self, layer: FirstLayer, n: int, shape: tuple[int, ...], gen: torch.Generator,
-                normalisation: tuple[tuple[float, ...], tuple[float, ...]] | None, levels: int) -> Unmixed:
-        """`unmix`, remembered for the last layer seen: every reconstruction strategy of one
-        victim uplinks the same first layer (a hidden selection does not enter it), so the
-        linear programs are solved once per victim, not once per strategy."""
+            return None, "the optimiser from noise", {}
         s = self.settings
-        bias = b"" if layer.bias is None else layer.bias.numpy().tobytes()
-        digest = hashlib.sha256(layer.weight.numpy().tobytes() + bias + gen.get_state().numpy().tobytes())
-        key = (digest.hexdigest(), n, shape, levels)
-        if self._unmixed is None or self._unmixed[0] != key:
-            search = Search(programs=s.programs, peel=s.peel, rank=s.rank, slack=s.slack, levels=levels)
-            self._unmixed = (key, unmix(layer, n, shape, gen, search, normalisation))
-        return self._unmixed[1]
+        if self._reader is None:
+            search = Search(programs=s.programs, peel=s.peel, rank=s.rank, slack=s.slack, levels=s.levels)
+            through = ThroughSettings(programs=s.programs, slack=s.slack, iterations=s.iterations)
+            self._reader = FirstLayerReader(search, s.rounds, s.round_window, through)
+        return self._reader.read(update, labels, gen, adv)
 
     def score(self, guesses: Reconstructions, truth: GroundTruth) -> Scored:
         scored = super().score(guesses, truth)

@@ -40,12 +40,14 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from tqdm import tqdm
 
 from fedattack.attacks.update_inversion.image_metrics import assignment
 from fedattack.attacks.update_inversion.levels import ZERO, LevelJudge, image_functional, pixel_normalisation
 from fedattack.attacks.update_inversion.objectives import Forward, State
 
 SAME = 0.98  # cosine above which two solutions are the same image
+RANK_TOL = 1e-5  # singular values below this share of the largest are float32 noise, not images
 SAME_COLUMN = 1e-4  # columns of the update closer than this (relative) belong to equally lit pixels
 PEEL_WEIGHT = 10.0  # how much dearer a certified image's pixels are in a peeling round
 
@@ -76,6 +78,25 @@ def first_layer_update(start: State, after: State, shape: tuple[int, ...]) -> Fi
         if value.shape[0] in (pixels, pixels + 1):
             return FirstLayer(delta[:pixels].T, delta[pixels] if value.shape[0] > pixels else None)
     return None
+
+
+def span_rank(update: np.ndarray) -> int:
+    """Directions the update spans above float32's noise (`RANK_TOL` of its largest)."""
+    s = np.linalg.svd(update, compute_uv=False)
+    return int((s > RANK_TOL * s[0]).sum()) if s.size and s[0] > 0 else 0
+
+
+def span_shortfall(update: np.ndarray, n: int, lit: int) -> str:
+    """Why n images cannot be read off this update's span, or "" when they can: they light no
+    more pixels than there are images (their span is every image there), or the update spans
+    fewer directions than there are images (one round of a layer narrower than N: more rounds)."""
+    if n >= lit:
+        return f"{n} images span all {lit} pixels they light: every image is in their span, none stands out"
+    rank = span_rank(update)
+    if rank < n:
+        return (f"the update spans {rank} directions, fewer than the {n} images (a first layer of "
+                f"{update.shape[0]} rows: use more rounds, --set rounds=K or 0 for all)")
+    return ""
 
 
 def span_basis(update: np.ndarray, n: int) -> np.ndarray:
@@ -154,7 +175,10 @@ class Search:
 
 def solve_pixels(basis: np.ndarray, pixels: np.ndarray, weights: np.ndarray | None,
                  rows: np.ndarray, slack: float) -> dict[int, np.ndarray]:
-    return {int(p): x for p in pixels if (x := lightest_with(basis, int(p), weights, rows, slack)) is not None}
+    """One linear program per pixel, with a progress bar (hundreds of programs of N variables)."""
+    bar = tqdm(pixels, desc=f"linear programs ({basis.shape[0]} variables)", unit="program", leave=False,
+               mininterval=2.0)
+    return {int(p): x for p in bar if (x := lightest_with(basis, int(p), weights, rows, slack)) is not None}
 
 
 def count_certified(answers: dict[int, np.ndarray], judge: LevelJudge) -> int:
@@ -195,11 +219,12 @@ def unmix(layer: FirstLayer, n: int, shape: tuple[int, ...], gen: torch.Generato
     nothing (N not below its width) or fewer than N distinct images come out of the pixels tried.
     `normalisation` (mean, std per channel) is the one the model applies to its input."""
     matrix = layer.weight.numpy()
-    if n >= matrix.shape[0]:
-        return Unmixed(None, f"{n} images do not unmix from a first layer of {matrix.shape[0]} units")
     dark = dark_pixels(matrix)
-    basis = without_dark(span_basis(matrix, n), dark)
     lit = np.flatnonzero(~dark)
+    short = span_shortfall(matrix, n, len(lit))
+    if short:
+        return Unmixed(None, short)
+    basis = without_dark(span_basis(matrix, n), dark)
     order = torch.randperm(len(lit), generator=gen).numpy()
     tried = lit[order[:search.programs]] if search.programs else lit[order]
     judge = level_judge(layer, n, shape, search, normalisation)
@@ -207,9 +232,12 @@ def unmix(layer: FirstLayer, n: int, shape: tuple[int, ...], gen: torch.Generato
     scale = "at the bias's scale" if judge.exact else "up to scale"
     note = (f"{len(tried)} pixels, {len(kept)} distinct answers, certified (integer levels {scale}) "
             f"after each round: {', '.join(map(str, counts))}")
-    if len(kept) < n:
-        return Unmixed(None, f"fewer than {n} distinct answers ({note})")
+    if not kept:
+        return Unmixed(None, f"no answer ({note})")
     images = np.stack([judge.image(x) for x in kept[:n]])
+    if len(kept) < n:  # what was found, and black for the rest: the share stays one of n images
+        note = f"{note}; only {len(kept)} of {n}, the rest left black"
+        images = np.vstack([images, np.zeros((n - len(kept), images.shape[1]))])
     return Unmixed(torch.as_tensor(images, dtype=torch.float32).view(n, *shape), note)
 
 
