@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from fedattack.attacks.update_inversion.family import InversionSettings, UpdateInversionFamily
+from fedattack.attacks.update_inversion.family import POLISH_RATE, InversionSettings, UpdateInversionFamily
 from fedattack.attacks.update_inversion.gradient import MatchSettings, gradient_from_update, invert_gradient_jointly
 from fedattack.attacks.update_inversion.joint import Inverted
 from fedattack.attacks.update_inversion.problem import VictimUpdate
@@ -25,11 +25,12 @@ class GradientInversion(UpdateInversionFamily):
     name = "gradient-inversion"
     Settings = InversionSettings
 
-    def invert(self, update: VictimUpdate, labels: torch.Tensor, gen: torch.Generator) -> Inverted:
+    def invert(self, update: VictimUpdate, labels: torch.Tensor, gen: torch.Generator,
+               init: torch.Tensor | None = None) -> Inverted:
         s = self.settings
         visible_start = {k: update.start[k] for k in update.after}
         grad = gradient_from_update(visible_start, update.after, lr=update.recipe.lr)
-        match = MatchSettings(steps=s.iterations, lr=s.step_size, tv=s.tv, distance=s.distance,
-                              restarts=s.restarts)
+        steps, rate = (s.iterations, s.step_size) if init is None else (s.polish, s.step_size * POLISH_RATE)
+        match = MatchSettings(steps=steps, lr=rate, tv=s.tv, distance=s.distance, restarts=s.restarts)
         return invert_gradient_jointly(update.forward, update.start, grad, labels, update.shape, gen, match,
-                                       update.extras)
+                                       update.extras, init)

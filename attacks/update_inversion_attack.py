@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from fedattack.attacks.update_inversion.family import InversionSettings, UpdateInversionFamily
+from fedattack.attacks.update_inversion.family import POLISH_RATE, InversionSettings, UpdateInversionFamily
 from fedattack.attacks.update_inversion.fedavg import PRIORS, UpdateSettings, invert_update_jointly
 from fedattack.attacks.update_inversion.joint import Inverted
 from fedattack.attacks.update_inversion.problem import VictimUpdate
@@ -48,10 +48,12 @@ class UpdateInversion(UpdateInversionFamily):
     Settings = UpdateInversionSettings
     fast_settings: ClassVar[dict[str, Any]] = {"iterations": 2}
 
-    def invert(self, update: VictimUpdate, labels: torch.Tensor, gen: torch.Generator) -> Inverted:
+    def invert(self, update: VictimUpdate, labels: torch.Tensor, gen: torch.Generator,
+               init: torch.Tensor | None = None) -> Inverted:
         s = self.settings
-        settings = UpdateSettings(steps=s.iterations, lr=s.step_size, tv=s.tv, distance=s.distance,
+        steps, rate = (s.iterations, s.step_size) if init is None else (s.polish, s.step_size * POLISH_RATE)
+        settings = UpdateSettings(steps=steps, lr=rate, tv=s.tv, distance=s.distance,
                                   restarts=s.restarts, epoch_prior=s.epoch_prior, prior=s.prior,
                                   realign_every=s.realign_every)
         return invert_update_jointly(update.forward, update.start, update.after, labels, update.shape,
-                                     update.recipe, gen, settings, update.extras)
+                                     update.recipe, gen, settings, update.extras, init)

@@ -32,6 +32,7 @@ from fedattack.attacks.update_inversion.objectives import (
     DISTANCES,
     Forward,
     State,
+    from_images,
     initial_latent,
     to_images,
     total_variation,
@@ -102,10 +103,13 @@ def update_loss(forward: Forward, down: State, observed: State, copies: torch.Te
 
 def one_start(forward: Forward, down: State, observed: State, labels: torch.Tensor,
               shape: tuple[int, ...], recipe: LocalRecipe, settings: UpdateSettings,
-              gen: torch.Generator, extras: Extras) -> Inverted:
+              gen: torch.Generator, extras: Extras, init: torch.Tensor | None = None) -> Inverted:
     n = labels.shape[-1] if not labels.is_floating_point() else labels.shape[-2]
     classes = label_classes(labels)
-    z = initial_latent(recipe.epochs * n, shape, gen, labels.device).view(recipe.epochs, n, *shape)
+    if init is None:
+        z = initial_latent(recipe.epochs * n, shape, gen, labels.device).view(recipe.epochs, n, *shape)
+    else:  # every epoch's copy starts at the given images (a first reading to polish)
+        z = from_images(init).to(labels.device).expand(recipe.epochs, *init.shape).clone()
     z.requires_grad_(True)
     free = extras.latents()
     optimiser = torch.optim.Adam([z, *free.values()], lr=settings.lr)
@@ -137,16 +141,18 @@ def one_start(forward: Forward, down: State, observed: State, labels: torch.Tens
 def invert_update_jointly(forward: Forward, down: Mapping[str, torch.Tensor],
                           up: Mapping[str, torch.Tensor], labels: torch.Tensor, shape: tuple[int, ...],
                           recipe: LocalRecipe, gen: torch.Generator,
-                          settings: UpdateSettings = UpdateSettings(), extras: Extras | None = None) -> Inverted:
+                          settings: UpdateSettings = UpdateSettings(), extras: Extras | None = None,
+                          init: torch.Tensor | None = None) -> Inverted:
     """`invert_update`, with `extras`: model inputs the simulated client does not train (a
-    hidden selection), held fixed or optimised with the images (`joint.Extras`)."""
+    hidden selection), held fixed or optimised with the images (`joint.Extras`); `init`: images
+    (N, *shape) to start every restart from instead of noise (a first reading to polish)."""
     if settings.distance not in DISTANCES or settings.prior not in PRIORS:
         raise ValueError(f"distance must be one of {sorted(DISTANCES)}, prior one of {PRIORS}")
     fixed = {k: v.detach() for k, v in down.items()}
     observed = {k: (up[k] - down[k]).detach() for k in up}
     per_epoch, held = epoch_labels(labels, recipe.epochs), extras or Extras()
-    return best_of([one_start(forward, fixed, observed, per_epoch, shape, recipe, settings, gen, held)
-                    for _ in range(max(1, settings.restarts))])
+    return best_of([one_start(forward, fixed, observed, per_epoch, shape, recipe, settings, gen, held, init)
+                    for _ in range(1 if init is not None else max(1, settings.restarts))])
 
 
 def invert_update(forward: Forward, down: Mapping[str, torch.Tensor], up: Mapping[str, torch.Tensor],

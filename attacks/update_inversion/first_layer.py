@@ -99,12 +99,15 @@ class FirstLayerReader:
 
     def read_features(self, dense: DenseLayer, update: VictimUpdate, n: int,
                       gen: torch.Generator) -> tuple[Inverted | None, str]:
-        """`through`: the features at the run's midpoint weights, inverted into images."""
+        """`through`: the features at the weights the run's steps saw on average (the downlink
+        for one step, nearly the midpoint for many), inverted into images."""
         bias = dense.update.bias.numpy() if dense.update.bias is not None else np.zeros(0)
         key = (_digest(dense.update.weight.numpy(), bias, gen.get_state().numpy()), n)
         if self._answers is None or self._answers[0] != key:
             self._answers = (key, solve_features(dense, n, gen, self.through))
+        steps = update.recipe.num_steps(n)
+        mean = (steps - 1) / (2 * steps)  # the steps' weights, on average along a straight run
         params = {k: v for k, v in update.start.items()}
-        params.update({k: (update.start[k] + update.after[k]) / 2 for k in update.after})
+        params.update({k: update.start[k] + mean * (update.after[k] - update.start[k]) for k in update.after})
         return read_through(self._answers[1], dense.features(update.target), params, update.extras, n,
                             update.shape, self.through)

@@ -20,6 +20,7 @@ from fedattack.attacks.update_inversion.objectives import (
     DISTANCES,
     Forward,
     State,
+    from_images,
     initial_latent,
     parameter_gradient,
     to_images,
@@ -61,8 +62,9 @@ def matching_loss(forward: Forward, params: State, observed: State, x: torch.Ten
 
 def one_start(forward: Forward, params: State, observed: State, labels: torch.Tensor,
               shape: tuple[int, ...], settings: MatchSettings, gen: torch.Generator,
-              extras: Extras) -> Inverted:
-    z = initial_latent(len(labels), shape, gen, labels.device).requires_grad_(True)
+              extras: Extras, init: torch.Tensor | None = None) -> Inverted:
+    z = initial_latent(len(labels), shape, gen, labels.device) if init is None else from_images(init)
+    z.requires_grad_(True)
     free = extras.latents()
     optimiser = torch.optim.Adam([z, *free.values()], lr=settings.lr)
     schedule = step_decay(optimiser, settings.steps)
@@ -83,15 +85,16 @@ def invert_gradient_jointly(forward: Forward, params: Mapping[str, torch.Tensor]
                             observed_grad: Mapping[str, torch.Tensor], labels: torch.Tensor,
                             shape: tuple[int, ...], gen: torch.Generator,
                             settings: MatchSettings = MatchSettings(),
-                            extras: Extras | None = None) -> Inverted:
+                            extras: Extras | None = None, init: torch.Tensor | None = None) -> Inverted:
     """`invert_gradient`, with `extras`: model inputs besides `params` (a hidden selection),
-    held fixed or optimised with the images (`joint.Extras`); returns their values too."""
+    held fixed or optimised with the images (`joint.Extras`); returns their values too.
+    `init`: images to start from instead of noise (a first reading to polish)."""
     if settings.distance not in DISTANCES:
         raise ValueError(f"distance {settings.distance!r} is not one of {sorted(DISTANCES)}")
     fixed = {k: v.detach() for k, v in params.items()}
     observed = {k: v.detach() for k, v in observed_grad.items()}
-    return best_of([one_start(forward, fixed, observed, labels, shape, settings, gen, extras or Extras())
-                    for _ in range(max(1, settings.restarts))])
+    return best_of([one_start(forward, fixed, observed, labels, shape, settings, gen, extras or Extras(), init)
+                    for _ in range(1 if init is not None else max(1, settings.restarts))])
 
 
 def invert_gradient(forward: Forward, params: Mapping[str, torch.Tensor],

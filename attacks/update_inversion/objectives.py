@@ -50,6 +50,12 @@ def to_images(z: torch.Tensor) -> torch.Tensor:
     return torch.sigmoid(z)
 
 
+def from_images(x: torch.Tensor, edge: float = 1e-3) -> torch.Tensor:
+    """The latent of given images (the inverse of `to_images`, pixels kept `edge` off 0 and 1
+    so that the latent is finite and Adam can still move them)."""
+    return torch.logit(x.detach().clamp(edge, 1 - edge))
+
+
 def initial_latent(n: int, shape: tuple[int, ...], gen: torch.Generator,
                    device: torch.device) -> torch.Tensor:
     """Random starting images (latent ~ N(0, 1), images spread around 0.5), drawn on the
