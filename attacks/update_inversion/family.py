@@ -78,7 +78,8 @@ class InversionSettings:
     unmix, "optimiser" runs the optimiser from noise, "none" says why and stops (not applicable),
     which is what a client of thousands of images needs: the optimiser cannot help there.
     polish: iterations of the optimiser started from the first-layer reading (0: none), at a
-    tenth of step_size (the images are already close)."""
+    tenth of step_size (the images are already close). device: where the optimisers and the
+    simulated runs compute (cpu, or cuda[:k]); the linear programs run on the CPU either way."""
 
     iterations: int = 300
     step_size: float = 0.3
@@ -97,6 +98,7 @@ class InversionSettings:
     round_window: str = "last"
     fallback: str = "optimiser"
     polish: int = 0
+    device: str = "cpu"
 
     def __post_init__(self) -> None:
         if self.iterations < 1 or self.restarts < 1 or self.step_size <= 0 or self.tv < 0:
@@ -118,6 +120,9 @@ class InversionSettings:
             raise UserError(f"labels {self.labels!r} must be one of {', '.join(LABELS)}")
         if self.polish < 0:
             raise UserError(f"polish {self.polish} must be >= 0 (optimiser iterations after the first-layer reading)")
+        if self.device != "cpu" and not (self.device.startswith("cuda") and torch.cuda.is_available()):
+            raise UserError(f"device {self.device!r}: use cpu, or cuda where a GPU is visible to torch "
+                            f"(here: {'yes' if torch.cuda.is_available() else 'none'})")
         if self.rounds < 0:
             raise UserError(f"rounds {self.rounds} must be >= 1 (the last K rounds seen), or 0 for all")
         if self.round_window not in WINDOWS:
@@ -140,9 +145,11 @@ class UpdateInversionFamily(DataReconstruction):
         raise NotImplementedError
 
     def reconstruct(self, adv: Adversary, gen: torch.Generator) -> Reconstructions:
-        update = victim_update(adv, adaptive_selection=self.settings.selection == "adaptive")
+        update = on_device(victim_update(adv, adaptive_selection=self.settings.selection == "adaptive"),
+                           self.settings.device)
         labels, label_note = recover_labels(update, adv, gen,
                                             use_known=self.settings.labels == "threat-model")
+        labels = labels.to(self.settings.device)
         inverted, how, rounds_note = self.first_layer(update, labels, gen, adv)
         if inverted is None:
             if self.settings.start == "first-layer" and self.settings.fallback == "none":
@@ -156,7 +163,7 @@ class UpdateInversionFamily(DataReconstruction):
                 "inverted_by": how,
                 "final_loss": inverted.loss,
                 "selection_found": {k: v.tolist() for k, v in inverted.extras.items()}}
-        return Reconstructions(inverted.images, info)
+        return Reconstructions(inverted.images.cpu(), info)
 
     def first_layer(self, update: VictimUpdate, labels: torch.Tensor, gen: torch.Generator,
                     adv: Adversary) -> tuple[Inverted | None, str, dict[str, Any]]:
@@ -187,6 +194,17 @@ class UpdateInversionFamily(DataReconstruction):
         if found:
             scored.extra["selection_score"] = selection_score(found, truth.deployed)
         return scored
+
+
+def on_device(update: VictimUpdate, device: str) -> VictimUpdate:
+    """The victim's run with its tensors on `device` (the model's parameters are passed in,
+    functionally, so only they and the inputs need to move)."""
+    if device == "cpu":
+        return update
+    moved = Extras(fixed={k: v.to(device) for k, v in update.extras.fixed.items()},
+                   free={k: v.to(device) for k, v in update.extras.free.items()})
+    return replace(update, start={k: v.to(device) for k, v in update.start.items()},
+                   after={k: v.to(device) for k, v in update.after.items()}, extras=moved)
 
 
 def selection_score(found: dict[str, list[float]], deployed: dict[str, torch.Tensor]) -> dict[str, Any]:

@@ -85,7 +85,8 @@ class FirstLayerReader:
         if unmixed.images is None:
             return None, unmixed.note, note
         free = {k: v for k, v in update.extras.initial().items() if k in update.extras.free}
-        return Inverted(unmixed.images, free, float("nan")), f"the first layer's update (unmix: {unmixed.note})", note
+        images = unmixed.images.to(next(iter(update.after.values())).device)
+        return Inverted(images, free, float("nan")), f"the first layer's update (unmix: {unmixed.note})", note
 
     def unmixed(self, layer: FirstLayer, n: int, shape: tuple[int, ...], gen: torch.Generator,
                 normalisation: tuple[tuple[float, ...], tuple[float, ...]] | None, levels: int) -> Unmixed:

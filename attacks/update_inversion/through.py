@@ -124,9 +124,9 @@ def most_distinct(images: torch.Tensor, residual: torch.Tensor, n: int) -> torch
             taken.append(i)
         if len(taken) == n:
             break
-    chosen = images[torch.as_tensor(taken, dtype=torch.long)]
+    chosen = images[torch.as_tensor(taken, dtype=torch.long, device=images.device)]
     if len(taken) < n:
-        chosen = torch.cat([chosen, torch.zeros(n - len(taken), *images.shape[1:])])
+        chosen = torch.cat([chosen, images.new_zeros(n - len(taken), *images.shape[1:])])
     return chosen
 
 
@@ -158,8 +158,9 @@ def read_through(answers: Answers, features: Features, params: State, extras: Ex
     """Steps 2 and 3 from step 1's answers: the N images, or None and why not."""
     if answers.span is None or not answers.vectors:
         return None, answers.why
-    targets = torch.as_tensor(np.stack(answers.vectors), dtype=torch.float32)
-    basis = torch.as_tensor(answers.span, dtype=torch.float32)
+    device = next(iter(params.values())).device
+    targets = torch.as_tensor(np.stack(answers.vectors), dtype=torch.float32, device=device)
+    basis = torch.as_tensor(answers.span, dtype=torch.float32, device=device)
     images, residual, found = images_from_features(features, params, extras, targets, basis, shape, settings)
     chosen = most_distinct(images, residual, n)
     note = (f"{answers.weight_key}'s update through the layers before it: {len(answers.vectors)} distinct "

@@ -18,7 +18,7 @@ from fedattack.attacks.data import Samples
 from fedattack.attacks.update_inversion.dense import dense_layer
 from fedattack.attacks.update_inversion.local_run import LocalRecipe, simulate_local_run
 from fedattack.data import load_dataset
-from fedattack.registry import ATTACKS
+from fedattack.registry import ATTACKS, UserError
 from fedattack.target import Recipe, State, Target, initial_weights
 from tests.attacks.test_update_inversion_attack import adversary, chance_db
 from tests.conftest import build
@@ -94,3 +94,9 @@ def test_labels_are_counted_from_a_cnn_update(digits: Samples) -> None:
     print(f"labels of 12 images after 6 CNN steps: {scored.metrics['label_accuracy']:.2f} "
           f"(counts {guesses.info['labels']['counts']}, true {torch.bincount(digits.y[:12], minlength=10).tolist()})")
     assert scored.metrics["label_accuracy"] >= 0.75
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is visible: cuda is a valid device here")
+def test_a_device_torch_cannot_see_is_refused_in_one_line() -> None:
+    with pytest.raises(UserError, match="device 'cuda': use cpu, or cuda where a GPU is visible"):
+        ATTACKS.get("update-inversion").from_options({"device": "cuda"})
