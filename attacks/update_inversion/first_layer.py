@@ -2,7 +2,11 @@
 
 Where that layer sees the pixels (an MLP, WAFFLe's factorised `W_a` on them) its update's row
 space is the images' span and `unmix` reads them off it, from one round or several folded
-together (`rounds`). Where convolutions come first, the layer sees their features, and `through`
+together (`rounds`). A one-step update of a small batch (up to `SPEAR_MAX`) through a plain
+linear layer is first given to SPEAR (`spear`), which is exact on any images (CIFAR-10's too,
+where the non-negative cone of `unmix` finds none) when a ReLU follows the layer; its answer is
+kept where the recovered images switch off the units their gradient says they do, else `unmix`
+reads the same update. Where convolutions come first, the layer sees their features, and `through`
 reads the features' span and inverts the features into images. Either way the answer is ordered
 so that image i carries the i-th counted label (the uplinked model's likelihood). The linear
 programs depend only on the update, not on a reconstruction strategy's guess of a hidden
@@ -21,9 +25,10 @@ import torch
 from fedattack.attacks.base import Adversary
 from fedattack.attacks.update_inversion.dense import DenseLayer, dense_layer
 from fedattack.attacks.update_inversion.joint import Inverted
-from fedattack.attacks.update_inversion.levels import LEVELS, pixel_levels
+from fedattack.attacks.update_inversion.levels import LEVELS, pixel_levels, pixel_normalisation
 from fedattack.attacks.update_inversion.problem import VictimUpdate
 from fedattack.attacks.update_inversion.rounds import stacked_first_layer
+from fedattack.attacks.update_inversion.spear import consistent, disaggregate
 from fedattack.attacks.update_inversion.through import Answers, ThroughSettings, read_through, solve_features
 from fedattack.attacks.update_inversion.unmix import (
     FirstLayer,
@@ -35,6 +40,8 @@ from fedattack.attacks.update_inversion.unmix import (
 )
 
 Read = tuple[Inverted | None, str, dict[str, Any]]
+SPEAR_MAX = 20  # one-step batches up to this size are tried with SPEAR first (its search grows as 2^b)
+CONSISTENT = 0.9  # share of the ReLU pattern a SPEAR answer must explain to be trusted (a wrong one: ~half)
 
 
 def _digest(*arrays: np.ndarray) -> str:
@@ -49,6 +56,7 @@ class FirstLayerReader:
     rounds: int = 1
     window: str = "last"
     through: ThroughSettings = field(default_factory=ThroughSettings)
+    spear_samples: int = 2_000_000
     _unmixed: tuple[tuple[Any, ...], Unmixed] | None = None
     _answers: tuple[tuple[Any, ...], Answers] | None = None
 
@@ -78,6 +86,10 @@ class FirstLayerReader:
             layer, note = stacked_first_layer(adv, self.rounds, update.shape, self.window)
         if layer is None:
             return None, "no fully connected first layer on the wire", note
+        if not note and update.one_step and n <= SPEAR_MAX:
+            exact, why = self.read_spear(layer, update, n, gen)
+            if exact is not None:
+                return exact, why, note
         aux = adv.knowledge.aux
         norm = update.target.ctx.normalization
         levels = self.search.levels or (pixel_levels(aux.x.numpy()) if len(aux) else LEVELS)
@@ -87,6 +99,32 @@ class FirstLayerReader:
         free = {k: v for k, v in update.extras.initial().items() if k in update.extras.free}
         images = unmixed.images.to(next(iter(update.after.values())).device)
         return Inverted(images, free, float("nan")), f"the first layer's update (unmix: {unmixed.note})", note
+
+    def read_spear(self, layer: FirstLayer, update: VictimUpdate, n: int,
+                   gen: torch.Generator) -> tuple[Inverted | None, str]:
+        """SPEAR's exact recovery of a one-step batch (`spear`), kept only where every recovered
+        image switches off exactly the units its gradient column is zero on; else None (unmix)."""
+        key = next((k for k, v in update.start.items() if k.endswith("weight") and v.dim() == 2
+                    and v.shape == layer.weight.shape), None)
+        if key is None or layer.bias is None:
+            return None, "no plain linear first layer with a bias"
+        weight = update.start[key].detach().double().cpu().numpy()
+        bias = update.start[key[:-len("weight")] + "bias"].detach().double().cpu().numpy()
+        found = disaggregate(layer.weight.numpy(), layer.bias.numpy(), n, gen, self.spear_samples, (weight, bias))
+        if found.inputs is None:
+            return None, found.note
+        agree = consistent(found.inputs, weight, bias, layer.weight.numpy(), n)
+        if agree < CONSISTENT:
+            return None, f"{found.note}, but only {agree:.1%} of its ReLU pattern agrees"
+        norm = update.target.ctx.normalization
+        mean, std = pixel_normalisation(*((norm.mean, norm.std) if norm else ((0.0,), (1.0,))), update.shape)
+        if mean.size != found.inputs.shape[1]:
+            mean, std = np.resize(mean, found.inputs.shape[1]), np.resize(std, found.inputs.shape[1])
+        pixels = np.clip(found.inputs * std + mean, 0.0, 1.0)
+        images = torch.as_tensor(pixels, dtype=torch.float32).view(n, *update.shape)
+        free = {k: v for k, v in update.extras.initial().items() if k in update.extras.free}
+        device = next(iter(update.after.values())).device
+        return Inverted(images.to(device), free, float("nan")), f"{found.note} (ReLU pattern agrees {agree:.1%})"
 
     def unmixed(self, layer: FirstLayer, n: int, shape: tuple[int, ...], gen: torch.Generator,
                 normalisation: tuple[tuple[float, ...], tuple[float, ...]] | None, levels: int) -> Unmixed:

@@ -22,18 +22,21 @@ must be off at every visit of an image for its entry to vanish.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 from tqdm import tqdm
 
-ZERO = 1e-6  # an entry of L' q below this share of its largest is a zero
+ZERO = 1e-5  # an entry of L' q below this share of its largest is a zero (float32 updates)
+LOOSE = 1e-3  # the same for the consistency check's L, read back through a pseudo-inverse
 SPARSITY_MARGIN = 0.1  # a candidate needs (b - 1) + this share of m zeros beyond the chosen rows
 SAME = 0.999  # |cosine| above which two candidate columns are one
 DRAW = 4096  # subsets drawn (and solved) at once
 HIGH = 0.75  # a candidate this sparse, relative to the sparsest found, may be a true column
 PATIENCE = 8  # draws without a new such candidate before the search stops
+MARGIN = 1e-6  # an active unit's pre-activation must clear this share of the largest bias
 
 
 @dataclass(frozen=True)
@@ -50,43 +53,45 @@ def factor(weight: np.ndarray, b: int) -> tuple[np.ndarray, np.ndarray]:
     return u[:, :b] * s[:b], vt[:b]
 
 
-def candidates(left: np.ndarray, b: int, samples: int, gen: torch.Generator) -> tuple[list[np.ndarray], np.ndarray]:
+def candidates(left: np.ndarray, b: int, samples: int, gen: torch.Generator,
+               accept: Callable[[np.ndarray], bool] = lambda q: True) -> tuple[list[np.ndarray], np.ndarray]:
     """Distinct unit columns q whose L' q is sparse, from up to `samples` random (b - 1)-row
     subsets, and each one's zero count. A true column of L has about as many zeros as the units
-    off on its input; a mix of two has about half as many, so the search stops once b
-    candidates reach `HIGH` of the sparsest and `PATIENCE` more draws add none."""
+    off on its input; a mix of two has about half as many, so only candidates within `HIGH` of
+    the sparsest are kept, and the search stops once b of them stand and `PATIENCE` more draws
+    add none. `accept` vets each new candidate (`feasible`, where the layer's weights are known)."""
     m = left.shape[0]
-    needed = (b - 1) + max(2, int(SPARSITY_MARGIN * m))
+    floor = (b - 1) + max(2, int(SPARSITY_MARGIN * m))
     seed = int(torch.randint(0, 2**31 - 1, (1,), generator=gen))
     rng = np.random.default_rng(seed)
-    found: list[np.ndarray] = []
-    zeros: list[int] = []
+    found = np.zeros((0, b))
+    zeros = np.zeros(0, dtype=np.int64)
     quiet = 0
     for _ in tqdm(range(0, samples, DRAW), desc=f"SPEAR subsets (b={b})", unit="draw", leave=False,
                   mininterval=2.0):
-        rows = np.argsort(rng.random((DRAW, m)), axis=1)[:, :b - 1]
+        rows = np.argpartition(rng.random((DRAW, m)), b - 2, axis=1)[:, :b - 1]  # b - 1 distinct rows each
         _, _, vt = np.linalg.svd(left[rows], full_matrices=True)
         q = vt[:, -1, :]  # (DRAW, b): the null vector of each subset
         col = left @ q.T  # (m, DRAW)
         count = (np.abs(col) <= ZERO * np.abs(col).max(0, keepdims=True)).sum(0)
-        before = sum(z >= HIGH * max(zeros, default=0) for z in zeros)
-        for k in np.flatnonzero(count >= needed):
-            if add_distinct(found, q[k]):
-                zeros.append(int(count[k]))
-        high = sum(z >= HIGH * max(zeros, default=0) for z in zeros)
-        quiet = quiet + 1 if high == before else 0
-        if high >= b and quiet >= PATIENCE:
+        best = max(int(count.max()), int(zeros.max(initial=0)))
+        keep = count >= max(floor, HIGH * best)
+        before = len(zeros)
+        found, zeros = merge(found[zeros >= HIGH * best], zeros[zeros >= HIGH * best], q[keep], count[keep], accept)
+        quiet = quiet + 1 if len(zeros) <= before else 0
+        if len(zeros) >= b and quiet >= PATIENCE:
             break
-    return found, np.asarray(zeros)
+    return list(found), zeros
 
 
-def add_distinct(found: list[np.ndarray], q: np.ndarray) -> bool:
-    """Add q (normalised) unless it is one already found, up to sign; whether it was added."""
-    q = q / np.linalg.norm(q)
-    if all(abs(float(q @ other)) < SAME for other in found):
-        found.append(q)
-        return True
-    return False
+def merge(found: np.ndarray, zeros: np.ndarray, new: np.ndarray, count: np.ndarray,
+          accept: Callable[[np.ndarray], bool]) -> tuple[np.ndarray, np.ndarray]:
+    """The candidates with the new accepted ones added, one per direction (|cosine| < `SAME`,
+    up to sign)."""
+    for q, z in zip(new / np.linalg.norm(new, axis=1, keepdims=True), count):
+        if (not len(found) or np.abs(found @ q).max() < SAME) and accept(q):
+            found, zeros = np.vstack([found, q]), np.append(zeros, z)
+    return found, zeros
 
 
 def choose(found: list[np.ndarray], zeros: np.ndarray, b: int) -> np.ndarray | None:
@@ -101,17 +106,36 @@ def choose(found: list[np.ndarray], zeros: np.ndarray, b: int) -> np.ndarray | N
     return None
 
 
+def feasible(column: np.ndarray, right: np.ndarray, layer: tuple[np.ndarray, np.ndarray]) -> bool:
+    """Whether some input in the gradient's row space switches off exactly the units this column
+    of L is zero on (W x + c <= 0 there, > 0 elsewhere, at the step's weights W, c): a true
+    column's own input does; a mix of two columns rarely has one (a small linear program)."""
+    from scipy.optimize import linprog  # deferred: discovery stays light
+
+    weight, bias = layer
+    off = np.abs(column) <= ZERO * np.abs(column).max()
+    pre = weight @ right.T  # (m, b): the units' pre-activations per coordinate of x in the span
+    sign = np.where(off, 1.0, -1.0)[:, None]  # off: pre c + bias <= 0; on: -(pre c + bias) <= -margin
+    margin = np.where(off, 0.0, -MARGIN * np.abs(bias).max(initial=1.0))
+    result = linprog(np.zeros(right.shape[0]), A_ub=sign * pre, b_ub=margin - sign[:, 0] * bias,
+                     bounds=[(None, None)] * right.shape[0], method="highs")
+    return result.status == 0
+
+
 def disaggregate(weight: np.ndarray, bias: np.ndarray, b: int, gen: torch.Generator,
-                 samples: int = 2_000_000) -> SpearResult:
+                 samples: int = 2_000_000, layer: tuple[np.ndarray, np.ndarray] | None = None) -> SpearResult:
     """The b inputs behind one step's (weight, bias) gradient (or update: the sign and the step
-    size cancel), when the layer is followed by a ReLU; None where too few columns were found."""
+    size cancel), when the layer is followed by a ReLU; None where too few columns were found.
+    `layer`: the layer's weights and bias at the step, to keep only candidates some input of the
+    span explains (`feasible`)."""
     if b < 1 or b >= min(weight.shape):
         return SpearResult(None, f"a batch of {b} does not fit a {weight.shape[0]} x {weight.shape[1]} layer")
     left, right = factor(weight, b)
     if b == 1:
         q = np.ones((1, 1))
     else:
-        found, zeros = candidates(left, b, samples, gen)
+        vet = (lambda q: feasible(left @ q, right, layer)) if layer is not None else (lambda q: True)
+        found, zeros = candidates(left, b, samples, gen, vet)
         picked = choose(found, zeros, b) if len(found) >= b else None
         if picked is None:
             return SpearResult(None, f"{len(found)} sparse directions of the {b} needed in {samples:,} subsets")
@@ -128,5 +152,5 @@ def consistent(inputs: np.ndarray, weight: np.ndarray, bias: np.ndarray, update:
     weights) agrees with 'its entry of L is zero' (read off the update for these inputs)."""
     left = update @ np.linalg.pinv(inputs)  # L = dW X^+
     off = (inputs @ weight.T + bias[None, :]).T <= 0  # (m, b)
-    zero = np.abs(left) <= ZERO * np.abs(left).max()
+    zero = np.abs(left) <= LOOSE * np.abs(left).max(0, keepdims=True)
     return float((off == zero).mean())

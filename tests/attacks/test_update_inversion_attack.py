@@ -91,7 +91,9 @@ def test_the_first_layer_start_reads_the_image_and_says_how(digits: Samples) -> 
     levels; a second run of the same attack object (another reconstruction strategy of the same
     victim) reuses the linear programs and returns the same images bit for bit. The pixel grid
     (digits: 16 levels) is read off the auxiliary images: the 8-bit default certifies nothing."""
-    target, down, up = one_step_case(digits, 1)
+    target, down, once = one_step_case(digits, 1)
+    up = sgd_step(target, once, digits.x[:1], digits.y[:1])  # two local steps: unmix, not SPEAR
+    target = build("fedavg", recipe=Recipe(epochs=2, batch_size=1, lr=0.1))
     chosen = attack("update-inversion", start="first-layer", labels="recovered")
     public = load_dataset("digits")
     aux = Samples(public.x_test[:100], public.y_test[:100])
@@ -99,6 +101,15 @@ def test_the_first_layer_start_reads_the_image_and_says_how(digits: Samples) -> 
     assert torch.allclose(runs[0].images, digits.x[:1], atol=1e-4) and torch.equal(runs[0].images, runs[1].images)
     assert runs[0].info["inverted_by"].startswith("the first layer's update (unmix:")
     assert "certified (integer levels at the bias's scale) after each round: 1" in runs[0].info["inverted_by"]
+
+
+def test_a_one_step_batch_is_read_exactly_by_spear(digits: Samples) -> None:
+    """SPEAR (one step, a small batch, a ReLU after the first layer): exact, and said so."""
+    target, down, up = one_step_case(digits, 4)
+    guesses = attack("update-inversion", start="first-layer", labels="recovered").run(
+        adversary(target, down, up, 4), torch.Generator().manual_seed(0))
+    assert guesses.info["inverted_by"].startswith("SPEAR: 4 inputs")
+    assert float(psnr_matrix(guesses.images, digits.x[:4]).max(1).min()) > 60
 
 
 def test_the_pixel_grid_is_read_off_public_images(digits: Samples) -> None:
