@@ -100,19 +100,54 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot(rows: list[dict[str, Any]], path: Path) -> None:
+def extreme_rays(x: np.ndarray) -> float:
+    """Share of the images (N, P) that are extreme rays of the non-negative part of their span:
+    the span's vectors that vanish where the image does are its multiples only. Every per-pixel
+    program's answer is such a ray, so this is the most any of them can reach (scorer's side:
+    it reads the real images)."""
+    lit = (x > 0).any(0)
+    if len(x) >= lit.sum():
+        return 0.0
+    basis, _ = np.linalg.qr(x[:, lit].T)  # (lit, N)
+    hits = 0
+    for image in x[:, lit]:
+        restricted = basis[image == 0]
+        s = np.linalg.svd(restricted, compute_uv=False) if len(restricted) else np.zeros(0)
+        hits += len(x) - int((s > 1e-8 * max(s.max(initial=0.0), 1e-30)).sum()) == 1
+    return hits / len(x)
+
+
+def ceilings(work: Path, sizes: list[int], args: argparse.Namespace) -> dict[int, float]:
+    """The extreme-ray share per size, over the victims' real images."""
+    from fedattack.data import load_dataset
+    from fedattack.federation.rundir import Federation
+
+    pixels = load_dataset("mnist").x_train.flatten(1).double().numpy()
+    out = {}
+    for n in sizes:
+        part = Federation(federation(work, n, args)).partition()
+        out[n] = float(np.mean([extreme_rays(pixels[part.clients[v].train]) for v in args.victims]))
+        print(f"{n} images: {100 * out[n]:.0f}% are extreme rays of their span", flush=True)
+    return out
+
+
+def plot(rows: list[dict[str, Any]], path: Path, ceiling: dict[int, float] | None = None) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
-    for k in dict.fromkeys(r["rounds"] for r in rows):
+    for i, k in enumerate(dict.fromkeys(r["rounds"] for r in rows)):
         mine = [r for r in rows if r["rounds"] == k]
-        x = np.array([r["images"] for r in mine], dtype=float)
+        x = np.array([r["images"] for r in mine], dtype=float) * 1.04 ** (i - 1.5)  # side by side
         y = np.array([100 * r["share"] for r in mine])
         ci = np.array([[100 * c for c in r["ci"]] for r in mine])
         ax.errorbar(x, y, yerr=[y - ci[:, 0], ci[:, 1] - y], marker="o", capsize=3, label=f"rounds used: {k}")
+    if ceiling:
+        sizes = sorted(ceiling)
+        ax.plot(sizes, [100 * ceiling[n] for n in sizes], "k--", marker="x",
+                label="images that are extreme rays of their span (the most any program reaches)")
     ax.axvline(200, color="grey", linestyle=":", label="first layer's width (200 units)")
     ax.set_xscale("log")
     ax.set_xlabel("images per client")
@@ -120,7 +155,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     ax.set_ylim(-3, 103)
     ax.set_title("Eavesdropper on one MNIST FedAvg client, first-layer updates of K rounds, labels unknown",
                  fontsize=9)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7, loc="upper right")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
@@ -137,6 +172,7 @@ def main() -> None:
     parser.add_argument("--table", type=Path)
     parser.add_argument("--plot", type=Path)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--ceiling", action="store_true", help="also the extreme-ray share of the real images")
     args = parser.parse_args()
     caps = {int(k): int(v) for k, v in (p.split("=") for p in args.programs)}
     rows = []
@@ -149,10 +185,11 @@ def main() -> None:
             print(table(rows[-1:]).splitlines()[-1], flush=True)
     text = table(rows)
     args.table.write_text(text) if args.table else print(text)
+    ceiling = ceilings(args.work, args.sizes, args) if args.ceiling else None
     if args.plot:
-        plot(rows, args.plot)
+        plot(rows, args.plot, ceiling)
     if args.json:
-        args.json.write_text(json.dumps(rows, indent=1))
+        args.json.write_text(json.dumps({"rows": rows, "extreme_rays": ceiling}, indent=1))
 
 
 if __name__ == "__main__":
