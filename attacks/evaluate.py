@@ -253,4 +253,5 @@ def run_info(fed: Federation) -> dict[str, Any]:
     return {"path": str(fed.path.resolve()), "method": spec.method, "dataset": spec.dataset,
             "partition": m.get("partition", spec.partition), "seed": spec.seed, "model": spec.model,
             "rounds": spec.rounds, "hyper": spec.hyper, "utility": m.get("utility", {}),
-            "recording": m.get("recording", {}).get("policy")}
+            "recording": m.get("recording", {}).get("policy"),
+            "defences": [dict(d) for d in m.get("defences") or []]}  # part of the result's identity

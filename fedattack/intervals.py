@@ -1,10 +1,15 @@
-"""Bootstrap confidence intervals for a report's verdict: a mean, and a difference of two means.
+"""Confidence intervals for a verdict and a summary: a mean, a difference of two means, a rate.
 
-The unit a report resamples is one attack result (one victim of one seeded federation), so an
+The unit resampled is one attack result (one victim of one seeded federation), so an
 interval speaks of the victims and seeds the audit drew, not of the attack's own query noise.
 Every interval is drawn with a fixed generator, so the same results give the same report bit
 for bit. With fewer than two values there is no interval, and `Interval.low`/`high` are NaN
-rather than the mean, so nothing downstream can print "± 0" as if it were certain.
+rather than the mean, so nothing downstream can print "± 0" as if it were certain. Values that
+are all equal leave nothing to resample: the interval is the point itself, marked `degenerate`;
+where the values are rates of known counts (10 judgements, 250 images), `binomial_interval`
+gives the exact interval of the pooled count instead. A 95% BCa interval from fewer than about
+5 values is roughly their range: the report says so beside it (`fedattack.reports.numbers`).
+This module is in the core so that `summary.json` (attacks) and the reports share it.
 """
 
 from __future__ import annotations
@@ -30,10 +35,16 @@ class Interval:
     low: float
     high: float
     n: int
+    how: str = ""  # how it was made where not by the bootstrap over units ("exact binomial over 10 ...")
 
     @property
     def has_interval(self) -> bool:
         return self.n >= 2 and math.isfinite(self.low) and math.isfinite(self.high)
+
+    @property
+    def degenerate(self) -> bool:
+        """Every unit gave the same value: nothing to resample, so no width to speak of."""
+        return self.has_interval and self.low == self.high and not self.how
 
     @property
     def width(self) -> float:
@@ -43,7 +54,16 @@ class Interval:
         return self.has_interval and self.low <= value <= self.high
 
     def scaled(self, factor: float) -> Interval:
-        return Interval(self.mean * factor, self.low * factor, self.high * factor, self.n)
+        return Interval(self.mean * factor, self.low * factor, self.high * factor, self.n, self.how)
+
+    def to_json(self) -> dict[str, Any]:
+        """For JSON files: the bounds as null where there is no interval."""
+        def number(x: float) -> float | None:
+            return float(x) if math.isfinite(x) else None
+        out = {"mean": number(self.mean), "low": number(self.low), "high": number(self.high), "n": self.n,
+               "confidence": LEVEL, "method": self.how or (f"{METHOD} bootstrap over units, {RESAMPLES} resamples"
+                                                           if self.has_interval else "none (n < 2)")}
+        return out
 
 
 @dataclass(frozen=True)
@@ -114,3 +134,12 @@ def difference_interval(values: Mapping[Hashable, float], reference: Mapping[Has
         return Difference(Interval(math.nan, math.nan, math.nan, 0), False, y.size)
     point = float(x.mean() - y.mean())
     return Difference(_bootstrap((x, y), _diff_of_means, point, seed), False, int(y.size))
+
+
+def binomial_interval(successes: int, trials: int, n: int, how: str) -> Interval:
+    """The exact (Clopper-Pearson) interval of a pooled rate, for `n` units whose values were all
+    equal: the units say nothing about spread, but the counts behind them still do."""
+    if trials <= 0:
+        return Interval(math.nan, math.nan, math.nan, n)
+    ci = stats.binomtest(successes, trials).proportion_ci(confidence_level=LEVEL, method="exact")
+    return Interval(successes / trials, float(ci.low), float(ci.high), n, how)
