@@ -27,6 +27,7 @@ LEVEL = 0.95
 RESAMPLES = 9999
 SEED = 20240601  # fixed: a report must be reproducible
 METHOD = "BCa"   # bias-corrected and accelerated; falls back to percentile where BCa is undefined
+TOLERANCE = 1e-9  # a bound this close to a value judged against it counts as touching it
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,17 @@ class Interval:
         return self.high - self.low if self.has_interval else math.inf
 
     def contains(self, value: float) -> bool:
-        return self.has_interval and self.low <= value <= self.high
+        """Whether `value` lies within the interval, bounds within rounding error (`TOLERANCE`) of
+        it included: a bound of -1e-16 is zero that the arithmetic blurred, not a finding."""
+        return self.has_interval and self.low - TOLERANCE <= value <= self.high + TOLERANCE
+
+    def above(self, value: float) -> bool:
+        """The whole interval lies above `value` (beyond rounding error)."""
+        return self.has_interval and self.low > value + TOLERANCE
+
+    def below(self, value: float) -> bool:
+        """The whole interval lies below `value` (beyond rounding error)."""
+        return self.has_interval and self.high < value - TOLERANCE
 
     def scaled(self, factor: float) -> Interval:
         return Interval(self.mean * factor, self.low * factor, self.high * factor, self.n, self.how)

@@ -31,16 +31,23 @@ def who(c: Claim) -> str:
 
 
 def _v(s: Shown) -> str:
-    return numbers.shown(s.interval, s.reading, note='none')
+    """A claim's number without its n (the sentence states it once, after its numbers), at
+    enough decimals that it never seems to sit on the other side of its chance level."""
+    return numbers.shown(s.interval, s.reading, note="none", against=_marks(s))
 
 
-def _pct(x: float) -> str:
-    return f"{x * 100:.{numbers.significant(x * 100)}f}%"
+def _marks(s: Shown) -> tuple[float, ...]:
+    return () if s.chance is None else (s.chance,)
+
+
+def _chance(s: Shown) -> str:
+    assert s.chance is not None
+    return f"chance {numbers.level(s.chance, s.reading, s.interval, _marks(s))}"
 
 
 def tail(c: Claim, notes: list[str]) -> str:
     """'(chance 10%; 5 victims; the strongest of 3 tried ...; 2 more not applicable: ...)'."""
-    parts = [*notes, numbers.n_note(c.numbers[0].interval) if c.numbers else ""]
+    parts = [*notes, numbers.n_note(c.numbers[0].interval, c.units_word) if c.numbers else ""]
     if len(c.candidates) > 1:
         others = ", ".join(x.name for x in c.candidates[1:])
         parts.append(f"the strongest of {len(c.candidates)} tried on these victims, an optimistic pick; "
@@ -64,19 +71,19 @@ def membership(c: Claim) -> Said:
                 "not shown": (f"learns nothing detectable about membership ({auc_text})", []),
                 "below chance": (f"ranks members below non-members ({auc_text}): {below(c)}", [])}.get(
                     c.status, (f"cannot be judged on membership ({auc_text})", []))
-    at, chance = f"at ≤{rates.percent(rt.alpha)} false positives", f"chance {_pct(rt.mean_chance)}"
+    at, chance = f"at ≤{rates.percent(rt.alpha)} false positives", _chance(tpr)
     rate = f"{_v(tpr)} of members {at}"
     if side(tpr) == "above":
         ratio = tpr.interval.mean / rt.mean_chance
         return f"identifies {rate}, {ratio:.{numbers.significant(ratio)}f}x chance; {auc_text}", [chance]
     if c.status == "shown":
-        than = "fewer than" if side(tpr) == "below" else "no more than"
-        return f"ranks members above non-members ({auc_text}) but identifies {than} chance {at} ({_v(tpr)})", [chance]
+        than = "worse than" if side(tpr) == "below" else "no better than"
+        return f"ranks members above non-members ({auc_text}) but does {than} guessing {at} ({rate})", [chance]
     if c.status == "not shown":
         return f"learns nothing detectable about membership ({auc_text}; {rate})", [chance]
     if c.status == "below chance":
         what = ("ranks members below non-members" if auc and side(auc) == "below"
-                else f"identifies fewer than chance {at}")
+                else f"finds fewer members than chance {at}")
         return f"{what} ({auc_text}; {rate}): {below(c)}", [chance]
     return f"cannot be judged on membership ({auc_text}; {rate})", [chance]
 
@@ -109,7 +116,7 @@ def reconstruction(c: Claim) -> Said:
 
 def inversion(c: Claim) -> Said:
     acc = c.numbers[0]
-    chance = [f"chance {_pct(acc.chance)}"] if acc.chance is not None else ["no chance level recorded"]
+    chance = [_chance(acc)] if acc.chance is not None else ["no chance level recorded"]
     labelled = f"a classifier labels {_v(acc)} of them as the victim's classes"
     if c.status == "shown":
         return f"rebuilds recognisable class representatives: {labelled}", chance
@@ -132,7 +139,7 @@ def sentence(c: Claim) -> str:
     chosen, family = c.chosen, _capital(c.family.name)
     if chosen is None:
         reason = next(iter(c.not_applicable), "no reason recorded")
-        return f"{family}: not applicable to any of the {numbers.count(c.units)} ({reason})."
+        return f"{family}: not applicable to any of the {numbers.count(c.units, c.units_word)} ({reason})."
     how = chosen.attack if chosen.reconstruction in ("", "none") else f"{chosen.attack}, {chosen.reconstruction}"
     words, notes = SAYS.get(c.family.key, generic)(c)
     return f"{family} ({how}): {words} {tail(c, notes)}."

@@ -30,6 +30,7 @@ from fedattack.reports.families import (
     metric_reading,
     trials,
     unit,
+    units_word,
     values,
 )
 from fedattack.reports.identity import adversary_label
@@ -81,6 +82,7 @@ class Claim:
     baseline: Interval | None = None     # the loss-threshold baseline's AUC on the same queries
     judge: Judge | None = None
     rates: Rates | None = None
+    units_word: str = "victims"          # what the chosen attack's n counts
 
     @property
     def chosen(self) -> Candidate | None:
@@ -116,6 +118,7 @@ def make_claim(key: tuple[str, ...], rs: list[LoadedResult]) -> Claim:
                       if not r.result.applicable and unit(r) not in used)
     claim.not_applicable = dict(reasons.most_common())
     if chosen is not None:
+        claim.units_word = units_word(chosen.results)
         fill(claim, chosen)
     return claim
 
@@ -204,9 +207,9 @@ def side(s: Shown) -> str:
         return "no chance"
     if not i.has_interval:
         return "none"
-    if (i.low > s.chance) if leak_higher else (i.high < s.chance):
+    if i.above(s.chance) if leak_higher else i.below(s.chance):
         return "above"
-    if (i.high < s.chance) if leak_higher else (i.low > s.chance):
+    if i.below(s.chance) if leak_higher else i.above(s.chance):
         return "below"
     return "holds"
 
@@ -221,4 +224,4 @@ def explain_below(rs: list[LoadedResult]) -> tuple[str, Interval | None]:
     s = mean_interval([base[k] for k in sorted(base, key=repr)])
     if not s.has_interval:
         return "unclear", None
-    return ("flipped" if s.low > 0.5 else "artefact" if s.high < 0.5 else "unclear"), s
+    return ("flipped" if s.above(0.5) else "artefact" if s.below(0.5) else "unclear"), s

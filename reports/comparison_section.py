@@ -31,12 +31,12 @@ def _where(g: Group) -> str:
 
 
 def value(g: Group, m: Reading, s: Interval) -> str:
-    return numbers.shown(s, m, g.units)
+    return numbers.shown(s, m, g.units, against=() if m.chance is None else (m.chance,))
 
 
 def signed(g: Group, m: Reading, d: Interval, paired: bool) -> str:
     units = f"{g.units}, paired" if paired else f"{g.units}, unpaired"
-    return numbers.shown(d, m, units, signed=True)
+    return numbers.shown(d, m, units, signed=True, against=(0.0,))
 
 
 def lead(g: Group) -> str:
@@ -159,8 +159,10 @@ def tables(groups: list[Group], reference: str) -> list[Table]:
         for g in gs:
             for rank, e in enumerate(g.entries, 1):
                 cells: dict[str, Cell] = {
-                    m.key: numbers.shown(e.stats[m.key], g.primary, note="flag"),
-                    "diff": (numbers.shown(e.diff.interval, g.primary, signed=True, note="flag") if e.diff
+                    m.key: numbers.shown(e.stats[m.key], g.primary, note="flag",
+                                         against=() if m.chance is None else (m.chance,)),
+                    "diff": (numbers.shown(e.diff.interval, g.primary, signed=True, note="flag", against=(0.0,))
+                             if e.diff
                              else "reference" if e.method == g.reference else "—")}
                 key = (g.threat, str(rank), e.name)
                 table.rows.append(Row(key if one_dataset else (g.data, *key), cells, n=e.stats[g.primary.key].n))

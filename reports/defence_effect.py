@@ -18,7 +18,7 @@ from fedattack.intervals import Difference, difference_interval, mean_interval
 from fedattack.reports import numbers
 from fedattack.reports.claims import Claim
 from fedattack.reports.collect import LoadedResult, RunInfo
-from fedattack.reports.families import metric_reading, values
+from fedattack.reports.families import metric_reading, units_word, values
 from fedattack.reports.identity import accounting, defence_label
 from fedattack.reports.leakage import Reading
 
@@ -57,13 +57,15 @@ def sentence(defended: Claim, twin: Claim, runs: list[RunInfo], twin_runs: list[
         return ""
     m = metric_reading(defended.chosen.results, key)
     d = difference_interval(mine, theirs)
-    before = numbers.shown(mean_interval(list(theirs.values())), m)
-    after = numbers.shown(mean_interval(list(mine.values())), m)
+    units = units_word(defended.chosen.results + twin.chosen.results)
+    before = numbers.shown(mean_interval(list(theirs.values())), m, units)
+    after = numbers.shown(mean_interval(list(mine.values())), m, units)
     claim = accounting(runs[0].defences)
+    paired = ", paired" if d.paired else ", unpaired"
     return (f"**{defence_label(runs[0].defences)}** on {twin.federation} ({defended.data}), "
             f"{defended.threat}{', an upper bound' if defended.upper_bound else ''}: {verb(d, m)} "
             f"{defended.family.name}'s {m.label} from {before} to {after}; difference "
-            f"{numbers.shown(d.interval, m, 'victims, paired' if d.paired else 'victims, unpaired', signed=True)}, "
+            f"{numbers.shown(d.interval, m, units + paired, signed=True, against=(0.0,))}, "
             f"at a cost of {cost(runs, twin_runs)}" + (f"; {claim}" if claim else "") + ".")
 
 
@@ -73,7 +75,7 @@ def verb(d: Difference, m: Reading) -> str:
         return "changes (by how much cannot be told from one victim)"
     if i.contains(0.0):
         return "does not detectably change"
-    lowers = i.high < 0 if m.leak != "lower" else i.low > 0
+    lowers = i.below(0.0) if m.leak != "lower" else i.above(0.0)
     return "lowers" if lowers else "raises"
 
 
@@ -84,7 +86,8 @@ def cost(runs: list[RunInfo], twin_runs: list[RunInfo]) -> str:
         return "an accuracy not recorded"
     d = difference_interval(mine, theirs)
     units = "seeds, paired" if d.paired else "runs, unpaired"
-    return (f"{numbers.shown(d.interval, UTILITY, signed=True, note='none')} of {UTILITY.label}, "
+    change = numbers.shown(d.interval, UTILITY, signed=True, note="none", against=(0.0,))
+    return (f"{change} of {UTILITY.label}, "
             f"{_mean(theirs):.1f}% to {_mean(mine):.1f}% ({numbers.n_note(d.interval, units)})")
 
 

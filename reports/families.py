@@ -55,6 +55,11 @@ def unit(r: LoadedResult) -> Unit:
     return (r.run.seed, r.result.victim, r.result.seed)
 
 
+def units_word(results: list[LoadedResult]) -> str:
+    """What an interval's n counts: victims, or victim-seed pairs where runs or attacks had several seeds."""
+    return "victims" if len({(r.run.seed, r.result.seed) for r in results}) <= 1 else "victim-seed pairs"
+
+
 def family_of(r: LoadedResult) -> Family:
     declared = merged([r.result])
     keys = headlines(r.result.attack, set(declared) | set(r.result.metrics), declared)

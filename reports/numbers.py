@@ -16,8 +16,9 @@ never meets a number that claims more than its data:
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
-from fedattack.intervals import Interval
+from fedattack.intervals import TOLERANCE, Interval
 from fedattack.reports.leakage import Reading
 
 FEW = 5  # fewer units than this: the interval is flagged as about their range
@@ -71,23 +72,50 @@ def flag(s: Interval) -> str:
     return "few" if s.n < FEW and not s.how else ""
 
 
-def shown(s: Interval, m: Reading, units: str = "victims", signed: bool = False, note: str = "full") -> str:
+def places(s: Interval, m: Reading, against: Iterable[float] = ()) -> int:
+    """The decimals `shown` uses: from the interval's width, then more while rounding would put a
+    bound on the other side of (or onto) a value the verdict judges it against (chance, zero):
+    a verdict that says "above chance" never shows an interval that seems to hold it."""
+    v = s.scaled(m.scale)
+    interval = v.has_interval and not v.degenerate
+    d = decimals((v.high - v.low) / 2) if interval else significant(v.mean)
+    marks = [a * m.scale for a in against if math.isfinite(a)]
+    bounds = (v.low, v.high) if interval else (v.mean,)
+    while d < MAX_DECIMALS + 2 and any(_crosses(b, a, d) for a in marks for b in bounds):
+        d += 1
+    return d
+
+
+def _crosses(bound: float, mark: float, d: int) -> bool:
+    exact = 0 if abs(bound - mark) <= TOLERANCE else (bound > mark) - (bound < mark)
+    shown = (round(bound, d) > round(mark, d)) - (round(bound, d) < round(mark, d))
+    return exact != 0 and shown != exact
+
+
+def shown(s: Interval, m: Reading, units: str = "victims", signed: bool = False, note: str = "full",
+          against: Iterable[float] = ()) -> str:
     """'61% [56, 66] (5 victims)': the estimate in display units with its interval and n.
 
     `signed` shows a difference (+/-, percentage points for rates). `note`: "full" puts the n
     and any warning in parentheses after the number; "flag" only a short warning (a table
-    with an n column); "none" nothing (a sentence that states the n once, after its numbers)."""
+    with an n column); "none" nothing (a sentence that states the n once, after its numbers).
+    `against`: values (stored units) the verdict judges this number against (`places`)."""
     if s.n == 0 or not math.isfinite(s.mean):
         return "no result"
     v = s.scaled(m.scale)
     unit = m.difference_unit if signed else m.suffix
     sign = "+" if signed else ""
-    interval = v.has_interval and not v.degenerate
-    d = decimals((v.high - v.low) / 2) if interval else significant(v.mean)
+    d = places(s, m, against)
     text = f"{v.mean:{sign}.{d}f}{unit}"
-    if interval:
+    if v.has_interval and not v.degenerate:
         text += f" [{v.low:{sign}.{d}f}, {v.high:{sign}.{d}f}]"
     if note == "full":
         return f"{text} ({n_note(s, units)})"
     warning = flag(s) if note == "flag" else ""
     return f"{text} ({warning})" if warning else text
+
+
+def level(value: float, m: Reading, s: Interval, against: Iterable[float] = ()) -> str:
+    """A reference level (chance) at no fewer decimals than the number judged against it."""
+    x = value * m.scale
+    return f"{x:.{max(significant(x), places(s, m, against))}f}{m.suffix}"

@@ -32,7 +32,7 @@ from fedattack.intervals import (
 from fedattack.registry import UserError
 from fedattack.reports.aggregate import threat_label
 from fedattack.reports.collect import LoadedResult, without_variant
-from fedattack.reports.families import unit
+from fedattack.reports.families import unit, units_word
 from fedattack.reports.leakage import Reading, headlines, merged, reading
 
 REFERENCE = "fedavg"
@@ -157,11 +157,6 @@ def build_groups(results: list[LoadedResult], reference: str = REFERENCE) -> lis
     return groups
 
 
-def units_word(results: list[LoadedResult]) -> str:
-    """What an interval's n counts: victims, or victim-seed pairs where runs or attacks had several seeds."""
-    return "victims" if len({(r.run.seed, r.result.seed) for r in results}) <= 1 else "victim-seed pairs"
-
-
 def _name_scopes(groups: list[Group]) -> None:
     """Groups are per partition and training setting: methods are compared, and victims paired,
     only on the same data and recipe (a grid over local epochs is one verdict per epoch count).
@@ -221,7 +216,7 @@ def flags(s: Interval, m: Reading) -> list[str]:
     at = f"{m.chance * m.scale:g}{m.suffix}" if m.chance is not None else ""
     if m.chance is not None and s.contains(m.chance):
         out.append(f"{m.label} holds chance ({at})")
-    elif m.chance is not None and s.has_interval and (s.high < m.chance if m.leak == "higher" else s.low > m.chance):
+    elif m.chance is not None and (s.below(m.chance) if m.leak == "higher" else s.above(m.chance)):
         out.append(f"{m.label} below chance ({at}; see the verdict above for why)")
     return out
 
@@ -240,4 +235,4 @@ def category(group: Group, entry: Entry) -> str:
         return "undecided"
     if d.interval.contains(0.0):
         return "same"
-    return "more" if (d.interval.low > 0) == (m.leak == "higher") else "less"
+    return "more" if d.interval.above(0.0) == (m.leak == "higher") else "less"
