@@ -28,7 +28,7 @@ from fedattack.reports.claims import Claim, build_claims, side
 from fedattack.reports.comparison_section import PHRASES, comparison, items
 from fedattack.reports.defence_effect import effects
 from fedattack.reports.risk import risk
-from fedattack.reports.verdict import CATEGORIES, build_groups, category
+from fedattack.reports.verdict import CATEGORIES, Group, build_groups, category
 from tests.reports.verdict_sets import result_set
 
 SETS = 1000
@@ -94,7 +94,7 @@ def check_risk(claims: list[Claim]) -> None:
         assert level != "low" or (judged and all(c.status in ("not shown", "below chance") for c in judged))
 
 
-def check_comparison(groups: list, claims: list[Claim]) -> None:
+def check_comparison(groups: list[Group], claims: list[Claim]) -> None:
     for g, (lead, subs) in zip(groups, items(groups)):
         for e in g.entries:
             kind = category(g, e)
@@ -112,11 +112,12 @@ def check_comparison(groups: list, claims: list[Claim]) -> None:
             clauses = [c for c in lead.split("**")[1].split("; ") if re.search(rf"(^|[ ,(]){e.method}\b", c)]
             named = {k for c in clauses for k, p in PHRASES.items() if p.format(s="") in c or p.format(s="s") in c}
             assert named == {kind}, (e.name, kind, clauses)
-        check_numbers(lead)
+        for line in (lead, *subs):
+            check_numbers(line)
         agree(g, claims)
 
 
-def agree(g, claims: list[Claim]) -> None:  # type: ignore[no-untyped-def]
+def agree(g: Group, claims: list[Claim]) -> None:
     """A claim and the comparison entry for the same attack hold one interval and one chance reading."""
     if g.primary.key != "auc":
         return
