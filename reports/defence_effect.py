@@ -14,14 +14,16 @@ import math
 from collections import defaultdict
 from collections.abc import Hashable
 
-from fedattack.intervals import Difference, difference_interval, mean_interval
+from fedattack.intervals import Difference, difference_interval
 from fedattack.reports import numbers
-from fedattack.reports.claims import Claim
+from fedattack.reports.claims import Claim, estimate
 from fedattack.reports.collect import LoadedResult, RunInfo
 from fedattack.reports.families import metric_reading, units_word, values
 from fedattack.reports.identity import accounting, defence_label
 from fedattack.reports.leakage import Reading
 
+WHAT = {"share_recovered": "the share of a victim's training images recovered above 20 dB",
+        "auc": "the membership AUC", "attack_accuracy": "model inversion's share of class images labelled right"}
 UTILITY = Reading("mean", "mean local test accuracy", "%", 1.0, "higher", 1, (0.0, 100.0))
 
 
@@ -58,13 +60,13 @@ def sentence(defended: Claim, twin: Claim, runs: list[RunInfo], twin_runs: list[
     m = metric_reading(defended.chosen.results, key)
     d = difference_interval(mine, theirs)
     units = units_word(defended.chosen.results + twin.chosen.results)
-    before = numbers.shown(mean_interval(list(theirs.values())), m, units)
-    after = numbers.shown(mean_interval(list(mine.values())), m, units)
+    before = numbers.shown(estimate(twin.chosen.results, key), m, units)
+    after = numbers.shown(estimate(defended.chosen.results, key), m, units)
     claim = accounting(runs[0].defences)
     paired = ", paired" if d.paired else ", unpaired"
     return (f"**{defence_label(runs[0].defences)}** on {twin.federation} ({defended.data}), "
             f"{defended.threat}{', an upper bound' if defended.upper_bound else ''}: {verb(d, m)} "
-            f"{defended.family.name}'s {m.label} from {before} to {after}; difference "
+            f"{WHAT.get(key, defended.family.name + chr(39) + 's ' + m.label)} from {before} to {after}; difference "
             f"{numbers.shown(d.interval, m, units + paired, signed=True, against=(0.0,))}, "
             f"at a cost of {cost(runs, twin_runs)}" + (f"; {claim}" if claim else "") + ".")
 
