@@ -143,3 +143,36 @@ def pooled(per_query: list[dict[str, list]]) -> tuple[np.ndarray, np.ndarray]:
     scores = np.concatenate([np.asarray([np.nan if s is None else s for s in p["score"]], float)
                              for p in per_query])
     return truth, np.nan_to_num(scores, nan=-np.inf)
+
+
+def pooled_intervals(per_query: list[dict[str, list]], seed: int = BOOTSTRAP_SEED) -> dict[str, Any]:
+    """Bootstrap CIs of the pooled metrics (AUC, each TPR the pool resolves) that respect where the
+    queries came from: victims are resampled, then each drawn victim's members and non-members
+    (a two-level, clustered bootstrap: pooled queries of one victim are not independent of each
+    other). With one victim it is the stratified bootstrap of `intervals`."""
+    sets = [pooled([p]) for p in per_query]
+    truth, scores = pooled(per_query)
+    if truth.all() or not truth.any():
+        return {}
+    if len(sets) < 2:
+        return {"ci": intervals(truth, scores, seed), "ci_method": f"stratified percentile bootstrap, {RESAMPLES} "
+                "resamples (one victim)"}
+    n0 = int((~truth).sum())
+    alphas = {k: a for k, a in FPR_LEVELS.items() if measurable(a, n0)}
+    rng = np.random.default_rng([seed, len(sets)])
+    drawn: dict[str, list[float]] = {"auc": [], **{k: [] for k in alphas}}
+    for _ in range(RESAMPLES):
+        mem, non = [], []
+        for v in rng.integers(0, len(sets), len(sets)):
+            t, s = sets[v]
+            mem.append(rng.choice(s[t], int(t.sum())))
+            non.append(rng.choice(s[~t], int((~t).sum())))
+        m, n = np.concatenate(mem), np.concatenate(non)
+        drawn["auc"].append(float(auc_of(m, n)))
+        for k, a in alphas.items():
+            drawn[k].append(float(tpr_at_fpr(m, n, a)))
+    tail = (1 - CONFIDENCE) / 2 * 100
+    ci = {k: [round(float(np.percentile(v, tail)), 6), round(float(np.percentile(v, 100 - tail)), 6)]
+          for k, v in drawn.items()}
+    return {"ci": ci, "ci_method": f"two-level percentile bootstrap: victims, then each victim's members and "
+                                   f"non-members, {RESAMPLES} resamples"}

@@ -71,10 +71,10 @@ class Interval:
         """For JSON files: the bounds as null where there is no interval."""
         def number(x: float) -> float | None:
             return float(x) if math.isfinite(x) else None
-        out = {"mean": number(self.mean), "low": number(self.low), "high": number(self.high), "n": self.n,
-               "confidence": LEVEL, "method": self.how or (f"{METHOD} bootstrap over units, {RESAMPLES} resamples"
-                                                           if self.has_interval else "none (n < 2)")}
-        return out
+        bootstrap = f"{METHOD} bootstrap over victims (and seeds), {RESAMPLES} resamples"
+        method = self.how or (bootstrap if self.has_interval else "none (n < 2)")
+        return {"mean": number(self.mean), "low": number(self.low), "high": number(self.high), "n": self.n,
+                "confidence": LEVEL, "method": method}
 
 
 @dataclass(frozen=True)
