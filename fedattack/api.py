@@ -51,7 +51,9 @@ class Report:
     verdict: list[str]
 
     def __str__(self) -> str:
-        return "\n".join([*(f"- {line}" for line in self.verdict), f"report: {self.html}"])
+        from fedattack.reports.verdict_section import bulleted
+
+        return "\n".join([*bulleted(self.verdict), f"report: {self.html}"])
 
 
 def train(method: str = "fedavg", dataset: str = "digits", out: str | Path = "runs/api", *,

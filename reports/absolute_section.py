@@ -17,6 +17,7 @@ from fedattack.reports import numbers
 from fedattack.reports.claims import Claim, Shown, side
 from fedattack.reports.collect import LoadedResult
 from fedattack.reports.risk import Risk, risk
+from fedattack.reports.strongest import strategies
 
 Said = tuple[str, list[str]]  # the words, and notes for the parentheses that carry the n
 Block = tuple[str, list[str], list[str]]  # head, realistic lines, upper-bound lines
@@ -46,12 +47,17 @@ def _chance(s: Shown) -> str:
 
 
 def tail(c: Claim, notes: list[str]) -> str:
-    """'(chance 10%; 5 victims; the strongest of 3 tried ...; 2 more not applicable: ...)'."""
+    """'(chance 10%; 5 victims; each victim's attack chosen among 3 ...; also tried: ...; 2 more not
+    applicable: ...)'."""
     parts = [*notes, numbers.n_note(c.numbers[0].interval, c.units_word) if c.numbers else ""]
-    if len(c.candidates) > 1:
-        others = ", ".join(x.name for x in c.candidates[1:])
-        parts.append(f"the strongest of {len(c.candidates)} tried on these victims, an optimistic pick; "
-                     f"also tried: {others}")
+    st, chosen = c.strongest, c.chosen
+    if st is not None and chosen is not None:
+        parts.append(st.how())
+        others = [x.name for x in c.candidates if x.name not in st.chosen]
+        parts.append(f"also tried: {', '.join(others)}" if others else "")
+        picked = strategies(chosen.results)
+        parts.append("strategy chosen on the other victims: " + ", ".join(f"{k} for {n}" for k, n in
+                                                                          picked.most_common()) if picked else "")
     if c.judge is not None:
         parts.append(c.judge.words())
     missing = sum(c.not_applicable.values())

@@ -35,6 +35,7 @@ from fedattack.reports.families import (
 )
 from fedattack.reports.identity import adversary_label
 from fedattack.reports.leakage import Reading
+from fedattack.reports.strongest import Strongest, pool, strongest
 
 # shown: an interval lies on the leaking side of chance; not shown: they hold chance; below chance;
 # undetermined: a number has no interval; unjudged: no chance level to judge by (a new attack's metric)
@@ -48,7 +49,7 @@ class Candidate:
     attack: str
     reconstruction: str
     results: list[LoadedResult]          # applicable only
-    rank: Interval                       # on the family's ranking metric
+    rank: float                          # its mean on the family's ranking metric (NaN: none)
 
     @property
     def name(self) -> str:
@@ -83,10 +84,14 @@ class Claim:
     judge: Judge | None = None
     rates: Rates | None = None
     units_word: str = "victims"          # what the chosen attack's n counts
+    strongest: Strongest | None = None   # how the strongest was chosen (`strongest.py`)
+    pick: Candidate | None = None        # the strongest: per unit the candidate chosen for it
 
     @property
     def chosen(self) -> Candidate | None:
-        return self.candidates[0] if self.candidates else None
+        """The strongest attack as the claim states it: named after the candidate chosen for
+        most victims, holding each victim's chosen result."""
+        return self.pick
 
 
 def build_claims(results: list[LoadedResult]) -> list[Claim]:
@@ -112,6 +117,7 @@ def make_claim(key: tuple[str, ...], rs: list[LoadedResult]) -> Claim:
     first = rs[0].result.extra.get("threat_model")
     claim = Claim(federation, data, adversary, threat, describe(first), any(r.result.upper_bound for r in rs),
                   family, candidates(rs, family), len({unit(r) for r in rs}))
+    choose(claim, rs)
     chosen = claim.chosen
     used = {unit(r) for r in chosen.results} if chosen else set()
     reasons = Counter(r.result.note or "no reason recorded" for r in rs
@@ -131,14 +137,30 @@ def candidates(rs: list[LoadedResult], family: Family) -> list[Candidate]:
     out = []
     for (attack, recon), members in by.items():
         key = next((k for k in family.rank if values(members, k)), family.key)
-        out.append(Candidate(attack, recon, members, estimate(members, key)))
+        found = list(values(members, key).values())
+        out.append(Candidate(attack, recon, members, sum(found) / len(found) if found else math.nan))
     lower = metric_reading(rs, family.key).leak == "lower"
 
     def strength(c: Candidate) -> tuple[float, str]:
-        m = c.rank.mean if math.isfinite(c.rank.mean) else -math.inf
+        m = c.rank if math.isfinite(c.rank) else -math.inf
         return (m if lower else -m, c.name)
 
     return sorted(out, key=strength)
+
+
+def choose(claim: Claim, rs: list[LoadedResult]) -> None:
+    """The strongest attack of the family, chosen per victim on the other victims (`strongest.py`)."""
+    if not claim.candidates:
+        return
+    honest = pool({(c.attack, c.reconstruction): c.results for c in claim.candidates})
+    ranked = [c for c in claim.candidates if (c.attack, c.reconstruction) in honest]
+    key = next((k for k in claim.family.rank if any(values(c.results, k) for c in ranked)), claim.family.key)
+    lower = metric_reading(rs, claim.family.key).leak == "lower"
+    st = strongest([(c.name, c.results) for c in ranked], key, lower)
+    lead = next(c for c in ranked if c.name == st.lead)
+    claim.strongest = st
+    found = list(values(st.results, key).values())
+    claim.pick = Candidate(lead.attack, lead.reconstruction, st.results, sum(found) / len(found) if found else math.nan)
 
 
 def estimate(results: list[LoadedResult], key: str) -> Interval:
@@ -179,7 +201,7 @@ def fill(claim: Claim, chosen: Candidate) -> None:
         chance = 0.0 if key == "share_recovered" else chance
         claim.numbers.append(Shown(m, estimate(rs, key), chance))
     if any(k == "attack_accuracy" for k in shown_keys):
-        claim.judge = judge(rs, chosen.attack)
+        claim.judge = judge(rs)
     claim.status = status_of(claim.numbers)
     if claim.status == "below chance":
         claim.why_below, claim.baseline = explain_below(rs)

@@ -166,10 +166,11 @@ class Judge:
         return f"judged by a classifier right on {right} of its {self.test} held-out images"
 
 
-def judge(results: list[LoadedResult], attack: str) -> Judge | None:
+def judge(results: list[LoadedResult]) -> Judge | None:
+    """The evaluation classifier's accuracy and test size, as each result's attack recorded them."""
     accs = [r.result.metrics.get("eval_classifier_accuracy") for r in results]
-    sizes = [(r.result.extra.get(attack) or {}).get("eval_classifier_test") if isinstance(
-        r.result.extra.get(attack), dict) else None for r in results]
+    sizes = [own.get("eval_classifier_test") if isinstance(own := r.result.extra.get(r.result.attack), dict) else None
+             for r in results]
     if not results or not all(isinstance(a, (int, float)) for a in accs) or not all(isinstance(s, int) for s in sizes):
         return None
     return Judge(float(np.mean([float(a) for a in accs if a is not None])), min(int(s) for s in sizes if s is not None))

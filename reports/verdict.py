@@ -27,10 +27,10 @@ from fedattack.intervals import (
     Difference,
     Interval,
     difference_interval,
-    mean_interval,
 )
 from fedattack.registry import UserError
 from fedattack.reports.aggregate import threat_label
+from fedattack.reports.claims import estimate
 from fedattack.reports.collect import LoadedResult, without_variant
 from fedattack.reports.families import unit, units_word
 from fedattack.reports.leakage import Reading, headlines, merged, reading
@@ -184,7 +184,7 @@ def _entries(members: list[LoadedResult], metrics: list[str]) -> list[Entry]:
                   for m in metrics}
         name = f"{method} ({recon})" if method in several or len({k[1] for k in by_method}) > 1 else method
         entry = Entry(method, recon, name, values, resolution=coarsest_resolution(rs))
-        entry.stats = {m: mean_interval([values[m][k] for k in sorted(values[m], key=repr)]) for m in metrics}
+        entry.stats = {m: estimate(rs, m) for m in metrics}  # the absolute verdict's own estimate
         entries.append(entry)
     return entries
 

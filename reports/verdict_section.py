@@ -74,3 +74,8 @@ def lead_lines(results: list[LoadedResult], reference: str = REFERENCE) -> list[
     lines += [e for e in effects(claims, results) if e]
     lines += [head for head, _ in items(compared(build_groups(results, reference)))]
     return [line.replace("**", "").replace("*", "") for line in lines]
+
+
+def bulleted(lines: list[str]) -> list[str]:
+    """`lead_lines` as a terminal list: a federation's lines (indented) under its head."""
+    return [f"  - {line.strip()}" if line.startswith(" ") else f"- {line}" for line in lines]

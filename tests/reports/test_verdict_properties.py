@@ -125,6 +125,8 @@ def agree(g: Group, claims: list[Claim]) -> None:
         chosen = c.chosen
         if chosen is None or chosen.attack != g.attack or c.threat != g.threat.split(" (")[0]:
             continue
+        if c.strongest is None or len(c.strongest.chosen) != 1 or c.strongest.optimistic:
+            continue  # victims' numbers from several attacks: no one comparison entry holds them
         e = next((x for x in g.entries if x.method == chosen.results[0].run.label
                   and x.reconstruction == chosen.reconstruction), None)
         auc = next((s for s in c.numbers if s.reading.key == "auc"), None)

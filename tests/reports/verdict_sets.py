@@ -4,7 +4,8 @@ Federations of one to three methods (a defended twin now and then, an active ser
 then, one or two seeds), threat models realistic and upper bound, the three built-in attack
 families with one or two attacks and reconstructions each, zero to six victims, each victim
 applicable or not, and values drawn to stress the statistics: spread, ties, all equal, at the
-bounds, n = 1. Numbers are made the way the attacks make them (membership metrics from
+bounds, n = 1; now and then evaluate's honest strategy selection (`selected`). Numbers are made
+the way the attacks make them (membership metrics from
 per-query scores through the attacks' own functions), so the verdict reads realistic files.
 """
 
@@ -16,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from fedattack.attacks.inversion import INVERSION_METRICS
-from fedattack.attacks.membership_family import MEMBERSHIP_METRICS, per_query
+from fedattack.attacks.membership_family import MEMBERSHIP_METRICS
 from fedattack.attacks.membership_metrics import auc_of
 from fedattack.attacks.update_inversion.family import UPDATE_INVERSION_METRICS
 from fedattack.reports.collect import LoadedResult, RunInfo
@@ -58,7 +59,7 @@ def draw(rng: np.random.Generator, mode: str, low: float, high: float) -> float:
 
 
 def membership(rng: np.random.Generator, mode: str) -> tuple[dict[str, float], dict[str, Any]]:
-    members, nonmembers = int(rng.integers(1, 30)), int(rng.choice([5, 9, 19, 120, 1200]))
+    members, nonmembers = int(rng.integers(1, 30)), int(rng.choice([5, 9, 19, 120, 400]))
     truth = np.r_[np.ones(members, bool), np.zeros(nonmembers, bool)]
     shift = {"equal": 0.0, "ties": 0.0, "bound": 6.0}.get(mode, float(rng.normal(0, 1)))
     scores = rng.normal(0, 1, len(truth)) + shift * truth
@@ -66,7 +67,7 @@ def membership(rng: np.random.Generator, mode: str) -> tuple[dict[str, float], d
         scores = np.round(scores)
     metrics = {"auc": float(auc_of(scores[truth], scores[~truth]))}  # the TPRs: read from the scores
     extra = {"membership": {"members": members, "nonmembers": nonmembers, "fpr_resolution": 1 / nonmembers,
-                            "per_query": per_query(scores, truth.astype(int))}}
+                            "per_query": {"score": scores.tolist(), "member": truth.astype(int).tolist()}}}
     return metrics, {"extra": extra, "baselines": {"loss-threshold": {"auc": draw(rng, mode, 0.3, 0.7)}}}
 
 
@@ -102,7 +103,7 @@ def result_set(seed: int) -> list[LoadedResult]:
                 applicable = float(rng.choice([1.0, 1.0, 0.5, 0.0]))
                 mode = str(rng.choice(["spread", "ties", "equal", "bound"]))
                 for attack in attacks[:int(rng.integers(1, len(attacks) + 1))]:
-                    for recon in ("decoded", "fitted")[:int(rng.integers(1, 3))]:
+                    for recon in ("decoded", "fitted", "selected")[:int(rng.integers(1, 4))]:
                         for victim in victims:
                             out.append(one(rng, run, threat, observes, bound, family, attack, recon, victim,
                                            declared, rng.random() < applicable, mode))
@@ -116,6 +117,8 @@ def one(rng: np.random.Generator, run: RunInfo, threat: str, observes: str, boun
     if applicable:
         metrics, fields = MAKERS[family](rng, mode)
     extra = {**fields.get("extra", {}), "threat_model": {"name": threat, "observes": observes, "upper_bound": bound}}
+    if recon == "selected":  # evaluate's honest choice of strategy (attacks/selection.py)
+        extra["selection"] = {"chosen": str(rng.choice(["decoded", "fitted"])), "rule": "leave one victim out"}
     result = AttackResult(attack=attack, threat_model=threat, run={"method": run.method}, victim=victim,
                           reconstruction=recon, metrics=metrics, curves=fields.get("curves", {}),
                           baselines=fields.get("baselines", {}), metric_info=declared, extra=extra,
