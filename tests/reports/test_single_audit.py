@@ -9,6 +9,7 @@ non-members resolve, each with its interval and its n.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -69,3 +70,21 @@ def test_the_html_opens_with_the_absolute_verdict(audit: tuple[Path, list[Attack
     verdict = html.index("of members at ≤")
     assert verdict < html.find("<table") and "risk <strong>" in html[:verdict]
     assert "Comparison between methods" not in html  # one federation: nothing to compare with
+
+
+def test_a_result_written_before_any_of_this_still_reads(tmp_path: Path) -> None:
+    """A result from before metric declarations, per-query scores, recorded defences and threat-model
+    descriptions: its federation is read from what the file holds, taken as undefended (the report
+    says so), and the verdict states what it can (AUC, no TPR at any FPR: no non-member count)."""
+    old = {"schema": "fedattack.result/1", "attack": "membership", "threat_model": "eavesdropper",
+           "run": {"method": "fedavg", "dataset": "digits", "partition": "iid", "seed": 0}, "reconstruction": "none",
+           "metrics": {"auc": 0.61, "accuracy": 0.58}, "curves": {}, "baselines": {}, "applicable": True}
+    for victim, auc in enumerate((0.61, 0.66, 0.58, 0.7, 0.64)):
+        (tmp_path / "old").mkdir(exist_ok=True)
+        (tmp_path / "old" / f"r{victim}.json").write_text(json.dumps({**old, "victim": victim,
+                                                                        "metrics": {"auc": auc}}))
+    md = build_report([tmp_path / "old"], tmp_path / "report", figures=False).read_text()
+    screen = first_screen(tmp_path / "report")
+    assert re.search(r"\*\*eavesdropper\*\*: Membership inference \(membership\): ranks members above non-members "
+                     r"\(AUC 0\.\d+ \[0\.\d+, 0\.\d+\]\) \(5 victims\)", screen), screen
+    assert "5 result(s) predate the recording of a run's defences" in md
