@@ -23,6 +23,7 @@ Said = tuple[str, list[str]]  # the words, and notes for the parentheses that ca
 Block = tuple[str, list[str], list[str]]  # head, realistic lines, upper-bound lines
 SEVERITY = {"shown": 0, "below chance": 1, "undetermined": 2, "unjudged": 3, "not shown": 4}
 FAMILY_ORDER = ("psnr_mean", "auc", "attack_accuracy")
+TRIED = 3  # other candidates named in a claim; the rest are counted
 
 
 def who(c: Claim) -> str:
@@ -54,7 +55,9 @@ def tail(c: Claim, notes: list[str]) -> str:
     if st is not None and chosen is not None:
         parts.append(st.how())
         others = [x.name for x in c.candidates if x.name not in st.chosen]
-        parts.append(f"also tried: {', '.join(others)}" if others else "")
+        shown = ", ".join(others[:TRIED]) + (f" and {len(others) - TRIED} more (in the comparison below)"
+                                              if len(others) > TRIED else "")
+        parts.append(f"also tried: {shown}" if others else "")
         picked = strategies(chosen.results)
         parts.append("strategy chosen on the other victims: " + ", ".join(f"{k} for {n}" for k, n in
                                                                           picked.most_common()) if picked else "")
