@@ -110,28 +110,32 @@ def below(c: Claim) -> str:
     return f"a sign-flipped signal or an artefact of the query sets, which these results cannot tell apart ({base})"
 
 
+# What a family's sentence says, by the claim's status ("other": undetermined or unjudged).
+RECOVERY = {"shown": "recovers {share} of the victim's training images above 20 dB",
+            "not shown": "recovers no training image reliably above 20 dB ({share})",
+            "other": "cannot be judged on training images ({share} above 20 dB)"}
+INVERSION = {"shown": "rebuilds recognisable class representatives: {labelled}",
+             "not shown": "rebuilds nothing recognisable: {labelled}",
+             "other": "cannot be judged on model inversion: {labelled}"}
+
+
+def _said(c: Claim, words: dict[str, str], **values: str) -> str:
+    return words.get(c.status, words["other"]).format(**values)
+
+
 def reconstruction(c: Claim) -> Said:
     nums = {s.reading.key: s for s in c.numbers}
     share, psnr = nums.get("share_recovered"), nums.get("psnr_mean")
     psnr_text = [f"mean PSNR {_v(psnr)}"] if psnr else []
     if share is None:
         return "reconstructs training images", psnr_text
-    if c.status == "shown":
-        return f"recovers {_v(share)} of the victim's training images above 20 dB", psnr_text
-    if c.status == "not shown":
-        return f"recovers no training image reliably above 20 dB ({_v(share)})", psnr_text
-    return f"cannot be judged on training images ({_v(share)} above 20 dB)", psnr_text
+    return _said(c, RECOVERY, share=_v(share)), psnr_text
 
 
 def inversion(c: Claim) -> Said:
     acc = c.numbers[0]
     chance = [_chance(acc)] if acc.chance is not None else ["no chance level recorded"]
-    labelled = f"a classifier labels {_v(acc)} of them as the victim's classes"
-    if c.status == "shown":
-        return f"rebuilds recognisable class representatives: {labelled}", chance
-    if c.status == "not shown":
-        return f"rebuilds nothing recognisable: {labelled}", chance
-    return f"cannot be judged on model inversion: {labelled}", chance
+    return _said(c, INVERSION, labelled=f"a classifier labels {_v(acc)} of them as the victim's classes"), chance
 
 
 def generic(c: Claim) -> Said:
