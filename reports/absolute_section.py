@@ -201,11 +201,13 @@ def blocks(claims: list[Claim], results: list[LoadedResult]) -> list[Block]:
 
 
 def utility(results: list[LoadedResult], data: str, federation: str) -> str:
-    """The federation's mean local test accuracy over its runs (honest runs where there are any)."""
+    """The federation's mean local test accuracy over its runs (honest runs where there are any);
+    the test split's accuracy where no client holds test images (`utility["test_split"]`)."""
     runs = {r.run.ident: r.run for r in results
             if r.run.federation == federation and f"{r.run.dataset} ({r.run.partition})" == data}
     honest = [run for run in runs.values() if run.adversary is None] or list(runs.values())
-    accs = [run.utility["mean"] for run in honest if "mean" in run.utility]
-    if not accs:
-        return ""
-    return f"Mean local test accuracy {sum(accs) / len(accs):.1f}% ({numbers.count(len(accs), 'runs')})."
+    for key, label in (("mean", "Mean local test accuracy"), ("test_split", "Test-split accuracy")):
+        accs = [run.utility[key] for run in honest if key in run.utility]
+        if accs:
+            return f"{label} {sum(accs) / len(accs):.1f}% ({numbers.count(len(accs), 'runs')})."
+    return ""
