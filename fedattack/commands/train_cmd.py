@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from fedattack.commands.options import RegistryName, data_root_option, parse_pairs, registry_help
+from fedattack.commands.options import Choice, RegistryName, data_root_option, parse_pairs, registry_help
 from fedattack.defaults import DEFAULT_DATASET, described
 from fedattack.registry import UserError
 
@@ -52,7 +52,7 @@ class NameOrImportPath(RegistryName):
 @click.option("--batch-size", type=click.IntRange(min=1), default=10, show_default=True)
 @click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=None,
               help=f"SGD learning rate. Default: per dataset ({described('lr')}).")
-@click.option("--normalize", type=click.Choice(["dataset", "none"]), default="dataset", show_default=True,
+@click.option("--normalize", type=Choice(["dataset", "none"]), default="dataset", show_default=True,
               help="Inputs by the training split's per-channel mean/std inside the model, or none (raw pixels).")
 @click.option("--set", "hyper", multiple=True, metavar="KEY=VALUE", help="Method hyperparameter, e.g. mu=1.0.")
 @click.option("--seed", type=int, default=0, show_default=True)
