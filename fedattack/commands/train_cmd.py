@@ -97,9 +97,10 @@ def train_command(method: str, dataset: str, data_root: str | None, download: bo
     out = out or f"runs/{method}-{dataset}-{partition}-s{seed}"
     path = train_federation(spec, out, data_root, download, overwrite, device, progress=not quiet)
     fed = Federation(path, deep_verify=False)
-    u = fed.manifest["utility"]
-    extra = "".join(f", {k} {u[k]:.2f}" for k in ("majority", "minority", "gap") if k in u)
-    click.echo(f"{path}: mean local test accuracy {u['mean']:.2f}%{extra} "
+    from fedattack.metrics import describe_utility
+
+    utility = describe_utility(fed.manifest["utility"], fed.num_clients)
+    click.echo(f"{path}: {utility} "
                f"({fed.manifest['seconds']:.1f}s, wire {fed.manifest['recording']['bytes_on_wire'] / 2**20:.1f} MiB, "
                f"recorded: {fed.manifest['recording']['policy']})")
     if fed.manifest.get("diverged"):
