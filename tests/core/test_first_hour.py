@@ -117,3 +117,14 @@ def test_evaluate_on_a_results_folder_points_at_report(tmp_path: Path, monkeypat
     assert err.count("\n") == 0 and f"fedattack report {results}" in err
     assert str(tmp_path / "runs" / "fedavg-s0") in err  # the run the results attacked
     assert sorted(p.name for p in tmp_path.rglob("*")) == before  # nothing written
+
+
+def test_the_report_shows_what_was_measured_instead(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run = tmp_path / "runs" / "no-test-images"
+    fake_results.write_run(run, "fedavg", 0, np.random.default_rng(0))
+    manifest = json.loads((run / "federation.json").read_text())
+    manifest["utility"] = {"clients_measured": 0, "test_split": 62.24, "test_split_images": 10000}
+    (run / "federation.json").write_text(json.dumps(manifest))
+    assert command("report", str(run), "-o", str(tmp_path / "rep"), "--no-figures", monkeypatch=monkeypatch) == 0
+    table = (tmp_path / "rep" / "report.md").read_text()
+    assert "test-split acc. (%), no local test images" in table and "62.24" in table and "nan" not in table
