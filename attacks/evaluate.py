@@ -26,13 +26,13 @@ from fedattack.attacks.base import Adversary, Attack, ResultContext
 from fedattack.attacks.data import Pools, split_pools
 from fedattack.attacks.deferred import Deferred, deferrable, finish_deferred
 from fedattack.attacks.eval_classifier import eval_classifier
-from fedattack.attacks.reconstruction.base import RECONSTRUCTIONS, Reconstructor, resolve
+from fedattack.attacks.reconstruction.base import RECONSTRUCTIONS, Reconstructor, WireOnly, resolve
 from fedattack.attacks.request import build_attacks, names, parse_victims
 from fedattack.attacks.summary import write_summary
 from fedattack.attacks.threat_models.base import RunFacts, ThreatModel
 from fedattack.attacks.truth import GroundTruth
 from fedattack.attacks.upper_bound import attack_strongest, held_calls
-from fedattack.attacks.view import Knowledge, Observation
+from fedattack.attacks.view import Knowledge, Observation, View
 from fedattack.data import load_dataset
 from fedattack.data.types import Dataset, DatasetMissing
 from fedattack.evaluation import EvaluationSpec
@@ -187,13 +187,17 @@ def attack_victim(case: VictimCase, attacks: list[Attack], spec: EvaluationSpec,
         note = nothing_seen(case.fed, tm, victim)
         return [skip(a, case, spec.seed, out, ctx, note, bar) for a in attacks]
     obs = view.observation()
+    wire = [a for a in attacks if getattr(a, "reads_wire", False)]
+    written: list[Path | Deferred] = [read_wire(a, case, view, obs, spec, out, ctx, bar) for a in wire]
+    attacks = [a for a in attacks if a not in wire]
+    if not attacks:
+        return written
     strategies = resolve(spec.reconstruction, target, obs.parts(), tm.attacks_deployed)
     if not strategies:
         note = (f"no reconstruction strategy rebuilds a {target.name} model from what the {tm.name} "
                 f"observes ({', '.join(sorted(obs.parts())) or 'nothing'} of round {obs.round})")
-        return [skip(a, case, spec.seed, out, ctx, note, bar) for a in attacks]
+        return written + [skip(a, case, spec.seed, out, ctx, note, bar) for a in attacks]
     bar.total += len(attacks) * (len(strategies) - 1)
-    written: list[Path | Deferred] = []
     trained: dict[tuple[object, ...], list[Observation]] = {}  # shadows shared by every strategy
     for strategy in strategies:
         started = time.perf_counter()
@@ -220,6 +224,17 @@ def attack_victim(case: VictimCase, attacks: list[Attack], spec: EvaluationSpec,
             written.append(attack_strongest(attack, adv, case.truth, spec.seed, path, sctx).save(path))
             bar.update()
     return written
+
+
+def read_wire(attack: Attack, case: VictimCase, view: View, obs: Observation, spec: EvaluationSpec, out: Path,
+              ctx: ResultContext, bar: tqdm) -> Path:
+    """An attack that reads the wire itself (`reads_wire`, e.g. `readout`): no model to rebuild."""
+    reconstructor = Reconstructor(WireOnly(), case.target, case.knowledge, spec.seed, case.victim)
+    adv = Adversary(view, case.knowledge, obs, reconstructor(obs), reconstructor, spec.executor)
+    sctx = replace(ctx, reconstruction="wire", observation={"round": obs.round, "parts": sorted(obs.parts())})
+    path = out / f"{attack.name}-{case.tm.name}-wire-victim{case.victim}.json"
+    bar.update()
+    return attack_strongest(attack, adv, case.truth, spec.seed, path, sctx).save(path)
 
 
 def skip(attack: Attack, case: VictimCase, seed: int, out: Path, ctx: ResultContext, note: str,
@@ -254,4 +269,12 @@ def run_info(fed: Federation) -> dict[str, Any]:
             "partition": m.get("partition", spec.partition), "seed": spec.seed, "model": spec.model,
             "rounds": spec.rounds, "hyper": spec.hyper, "utility": m.get("utility", {}),
             "recording": m.get("recording", {}).get("policy"),
-            "defences": [dict(d) for d in m.get("defences") or []]}  # part of the result's identity
+            "defences": [dict(d) for d in m.get("defences") or []],  # part of the result's identity
+            "active_adversary": active_adversary(m)}
+
+
+def active_adversary(manifest: dict[str, Any]) -> dict[str, Any] | None:
+    """The run's acting server as results carry it (None: an honest one), so reports keep
+    passive and active adversaries apart."""
+    entry = manifest.get("active_adversary")
+    return None if entry is None else {"name": entry["name"], "settings": entry["settings"]}

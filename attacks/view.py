@@ -62,6 +62,7 @@ class View:
     deployed: State | None = None
     held: dict[str, State] = dataclasses.field(default_factory=dict)  # upper bound: each model the victim held
     upper_bound: bool = False
+    active: dict[str, Any] | None = None  # the run's active server as its manifest records it (what it did)
 
     def entries(self) -> list[dict[str, Any]]:
         """Index entries (round, sender, receiver, kind) of every visible message."""

@@ -73,6 +73,15 @@ class Strategy:
         return f"{type(self).__name__}(name={self.name!r})"
 
 
+class WireOnly(Strategy):
+    """No reconstruction: for an attack that reads the wire itself (no `name`: never chosen by
+    `auto` or `all`, only handed to such an attack by the evaluation)."""
+
+    def reconstruct(self, target: Target, obs: Observation, knowledge: Knowledge,
+                    gen: torch.Generator) -> Reconstructed:
+        return Reconstructed("wire", {}, {"source": "none: the attack reads the wire itself"})
+
+
 def applicable(target: Target, parts: frozenset[str], deployed_only: bool) -> list[Strategy]:
     """Strategies that can rebuild `target`'s client model from observations with `parts`."""
     out = []

@@ -104,10 +104,15 @@ class _Defended:
         return up
 
     def aggregate(self, server: State, uplinks: list[Message], rnd: int) -> State:
+        return super().aggregate(server, self.receive(uplinks, rnd), rnd)  # type: ignore[misc]  # the method's own
+
+    def receive(self, uplinks: list[Message], rnd: int) -> list[Message]:
+        """The round's uplinks as the method gets them: every defence's server side, outermost
+        first (under secure aggregation, m messages that all carry the aggregate)."""
         for defence in reversed(self.defences):
             gen = generator(self.ctx.seed, f"defence:{defence.name}:server", rnd)
             uplinks = defence.on_receive(uplinks, rnd, gen)
-        return super().aggregate(server, uplinks, rnd)  # type: ignore[misc]  # the method's own
+        return uplinks
 
     @property
     def uplinks_hidden(self) -> str | None:

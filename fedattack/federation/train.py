@@ -14,6 +14,7 @@ from fedattack.data import load_dataset, normalization
 from fedattack.data.partition import make_partition
 from fedattack.data.types import Dataset, Partition
 from fedattack.defences import defence_entries, make_target
+from fedattack.federation.active import ActiveThreatModel, ServerKnowledge, build_active
 from fedattack.federation.executors import make_executor
 from fedattack.federation.loop import FederationState, RoundLoop, client_data
 from fedattack.federation.rundir import RunWriter
@@ -70,7 +71,8 @@ def _train_federation(spec: FederationSpec, out: str | Path, data_root: str | No
     with RunWriter(Path(out), overwrite) as writer:
         recorder = TranscriptWriter(writer.tmp / "transcript", policy, spec.rounds)
         datas = [client_data(dataset, partition, k) for k in range(n)]
-        loop = RoundLoop(spec, target, datas, make_executor(spec.executor, device), recorder.add)
+        adversary = active_adversary(spec, target, dataset, n)
+        loop = RoundLoop(spec, target, datas, make_executor(spec.executor, device), recorder.add, adversary)
         state, history = run_rounds(loop, spec, recorder, partition, progress)
         recording = recorder.close()
         writer.write_partition(partition)
@@ -78,12 +80,31 @@ def _train_federation(spec: FederationSpec, out: str | Path, data_root: str | No
         final = final_utility(loop, state, history[-1]["accuracy"], dataset, partition, spec.seed)
         write_json(writer.tmp / "metrics.json", {"rounds": history, "final": final})
         manifest = describe(spec, dataset, partition, target, recording, final)
+        if adversary is not None:
+            manifest["active_adversary"] = adversary.record()
+            manifest["wire_schema"] = widened(manifest["wire_schema"], adversary.wire_schema())
         summary = target.summarize(state.server, state.private, partition.groups())
         if summary:
             manifest["method_summary"] = summary
         manifest["diverged"] = nonfinite(state.server)
         manifest["seconds"] = round(time.perf_counter() - started, 3)
         return writer.finish(manifest)
+
+
+def active_adversary(spec: FederationSpec, target: Target, dataset: Dataset,
+                     num_clients: int) -> ActiveThreatModel | None:
+    """The spec's active threat model, holding what a server holds: the public test split."""
+    if spec.active is None:
+        return None
+    knowledge = ServerKnowledge(aux=dataset.x_test, aux_labels=dataset.y_test, num_clients=num_clients, seed=spec.seed,
+                                train_size=int(dataset.y_train.shape[0]), rounds=spec.rounds)
+    return build_active(spec.active, target, knowledge)
+
+
+def widened(schema: dict[str, Any], extra: dict[str, dict[str, tuple[int, ...]]]) -> dict[str, Any]:
+    """The wire schema with the tensors an active server added (what crossed the wire is declared)."""
+    return {kind: {**shapes, **{n: list(s) for n, s in extra.get(kind, {}).items()}}
+            for kind, shapes in schema.items()}
 
 
 def nonfinite(server: dict[str, torch.Tensor]) -> list[str]:
