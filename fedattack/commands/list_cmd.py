@@ -22,7 +22,7 @@ SECTIONS = {
     "models": RegistryRef("fedattack.registry", "MODELS"),
     "executors": RegistryRef("fedattack.federation.executors", "EXECUTORS"),
     "defences": RegistryRef("fedattack.defences.base", "DEFENCES"),
-    "active-threat-models": RegistryRef("fedattack.federation.active", "ACTIVE"),
+    "active-threat-models": RegistryRef("fedattack.registry", "ACTIVE"),
     "backends": RegistryRef("fedattack.experiments.backends.base", "BACKENDS"),
 }
 

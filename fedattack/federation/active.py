@@ -26,11 +26,11 @@ from typing import Any, ClassVar
 import torch
 
 from fedattack.options import build_dataclass
-from fedattack.registry import Registry, UserError
+from fedattack.registry import ACTIVE, UserError
 from fedattack.target import State, Target
 from fedattack.wire import Payload
 
-ACTIVE: Registry[type[ActiveThreatModel]] = Registry("active_threat_model", "fedattack.attacks.active")
+__all__ = ["ACTIVE", "ActiveSettings", "ActiveThreatModel", "Downlinks", "Exchange", "Readout", "ServerKnowledge"]
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -163,7 +163,15 @@ class Federation:
     def transcript(self) -> TranscriptReader:
         from fedattack.federation.transcript_io import TranscriptReader
         return TranscriptReader(self.path / "transcript", self.manifest["wire_schema"],
-                                self.manifest["files"], self.num_clients)
+                                self.manifest["files"], self.num_clients, masked=self.masks_uplinks)
+
+    @property
+    def masks_uplinks(self) -> bool:
+        """Whether a recorded defence masks the uplinks (secure aggregation's int64 ring elements)."""
+        from fedattack.defences import DEFENCES
+        entries = self.manifest.get("defences") or []
+        return any(isinstance(d, dict) and d.get("name") in DEFENCES and DEFENCES.get(d["name"]).hides_uplinks
+                   for d in entries)
 
     def metrics(self) -> dict[str, Any]:
         return read_json(self.path / "metrics.json")

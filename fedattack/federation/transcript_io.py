@@ -94,8 +94,8 @@ class TranscriptReader:
     """
 
     def __init__(self, folder: Path, schema: dict[str, Any], files: dict[str, Any],
-                 num_clients: int) -> None:
-        self.folder, self.schema = folder, schema
+                 num_clients: int, masked: bool = False) -> None:
+        self.folder, self.schema, self.masked = folder, schema, masked
         self.index: list[dict[str, Any]] = read_json(folder / "index.json")
         trust.check_index(folder / "index.json", self.index, files, num_clients)
 
@@ -114,7 +114,7 @@ class TranscriptReader:
                 if t is None or list(t.shape) != info["shape"]:
                     raise UserError(f"{self.folder / e['file']} does not match the transcript index; re-create the run")
                 payload[tname] = t
-            trust.check_payload(f"{self.folder / e['file']}", e["kind"], payload, self.schema)
+            trust.check_payload(f"{self.folder / e['file']}", e["kind"], payload, self.schema, self.masked)
             msgs.append(Message(e["round"], e["sender"], e["receiver"], e["kind"], payload, e.get("samples")))
         return Transcript(msgs)
 

@@ -119,16 +119,17 @@ def check_index(path: Path, index: Any, files: Mapping[str, Any], num_clients: i
 
 
 def check_payload(where: str, kind: str, payload: Mapping[str, torch.Tensor],
-                  schema: Mapping[str, Any]) -> None:
-    """A recorded payload against the manifest's wire schema: names, shapes, a float dtype (or
-    int64, the ring elements a secure aggregation sends)."""
+                  schema: Mapping[str, Any], masked: bool = False) -> None:
+    """A recorded payload against the manifest's wire schema: names, shapes, a float dtype (or,
+    for uplinks of a run whose defences mask them, `masked`, the int64 ring elements)."""
     declared = schema.get(kind, {})
     for name, t in payload.items():
         if name not in declared:
             raise refuse(where, f"carries {name!r}, which the {kind} wire schema does not declare")
         if list(t.shape) != list(declared[name]):
             raise refuse(where, f"has {name!r} of shape {list(t.shape)}, the schema says {declared[name]}")
-        if not t.is_floating_point() and t.dtype != torch.int64:  # int64: secure aggregation's ring elements
+        ring = masked and kind == "uplink" and t.dtype == torch.int64
+        if not t.is_floating_point() and not ring:
             raise refuse(where, f"has {name!r} of dtype {t.dtype}, not a floating-point tensor")
         check_finite(where, name, t)
 
