@@ -1,0 +1,330 @@
+"""docs/active-server.md's measurements: every active attack against FedAvg (undefended, behind
+secure aggregation, under client-level DP at three noise levels, under sample-level DP) and
+WAFFLe, on MNIST and CIFAR-10, beside the passive eavesdropper on the same clients; and what the
+client-side check (`downlink-check`) stops and how often it refuses an honest downlink.
+
+    FEDATTACK_DATA=../shared/datasets python docs/active_server.py run --out /tmp/active [--only WORD]
+    python docs/active_server.py table --out /tmp/active > tables.md
+
+`run` trains each cell's federation and evaluates it into OUT/<cell>/ (a cell whose summary
+exists is skipped, so the same command continues after an interruption), then deletes the run
+directory (transcripts of acting rounds are hundreds of MB) unless --keep. Every cell acts in
+rounds 1-12 of a federation of 12 rounds, seed 0; its victims are the 12 clients an isolating
+server picks (the lowest-numbered sampled client it has not attacked yet, each round: the
+sampling depends only on the seed, so they are the same clients in every cell), and every
+attack is scored on those clients. `table` prints per cell and attack the mean share of a
+victim's images recovered above 20 dB and above 40 dB with 95% percentile-bootstrap intervals
+over the victims (scipy), n, and the chance baseline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from fedattack.attacks.evaluate import evaluate_run
+from fedattack.defences import parse_defence
+from fedattack.evaluation import EvaluationSpec
+from fedattack.federation.active import parse_active
+from fedattack.federation.rundir import Federation
+from fedattack.federation.spec import FederationSpec
+from fedattack.federation.train import train_federation
+from fedattack.results import AttackResult
+from fedattack.target import Recipe
+
+ROUNDS = 12
+SECURE = "secure-aggregation"
+CHECK = "downlink-check"
+
+
+def dp(sigma: float) -> str:
+    return f"dp-fedavg:clip_norm=1.0,noise_multiplier={sigma:g},noise=client"
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A dataset's federation (the same clients in every cell) and the imprint's size there."""
+
+    name: str
+    spec: FederationSpec
+    bins: int
+
+
+MNIST = Setting("mnist", FederationSpec(
+    dataset="mnist", model="mnist-mlp", partition="iid", partition_options={"test_fraction": 0.5},
+    num_clients=600, fraction=10 / 600, rounds=ROUNDS, recipe=Recipe(epochs=5, batch_size=5, lr=0.04),
+    seed=0, record="all", eval_every=ROUNDS, executor="batched"), bins=500)
+MNIST_LARGE = Setting("mnist-600", FederationSpec(
+    dataset="mnist", model="mnist-mlp", partition="iid", num_clients=100, fraction=0.1, rounds=ROUNDS,
+    recipe=Recipe(epochs=5, batch_size=10, lr=0.04), seed=0, record="all", eval_every=ROUNDS,
+    executor="batched"), bins=2000)
+CIFAR = Setting("cifar10", FederationSpec(
+    dataset="cifar10", model="cifar-cnn", partition="iid", num_clients=100, fraction=0.1, rounds=ROUNDS,
+    recipe=Recipe(epochs=2, batch_size=10, lr=0.02), seed=0, record="all", eval_every=ROUNDS,
+    executor="batched"), bins=500)
+WAFFLE = {"method": "waffle-ibp", "hyper": {"recipe": "personal"}}
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One federation: a setting, a method, its defences, an active server (None: honest)."""
+
+    setting: Setting
+    defences: tuple[str, ...] = ()
+    active: str | None = None
+    method: dict[str, Any] = field(default_factory=dict)
+    passive: bool = False  # also run the passive eavesdropper's first-layer reading here
+    rounds: int = ROUNDS  # an honest federation with the check runs longer, so that clients return
+
+    @property
+    def name(self) -> str:
+        parts = [self.setting.name, self.method.get("method", "fedavg"), *(d.split(":")[0] + _sigma(d)
+                                                                         for d in self.defences),
+                 (self.active or "honest").replace(":", "-").replace(",", "-").replace("=", "")]
+        return "_".join(parts) + ("" if self.rounds == ROUNDS else f"_{self.rounds}rounds")
+
+    def spec(self) -> FederationSpec:
+        return replace(self.setting.spec, defences=tuple(parse_defence(d) for d in self.defences),
+                       active=None if self.active is None else parse_active(self.active), rounds=self.rounds,
+                       eval_every=self.rounds, **self.method)
+
+    @property
+    def false_alarms(self) -> bool:
+        """An honest federation with the check: what it refuses is a false alarm."""
+        return CHECK in self.defences and self.active is None
+
+
+def _sigma(defence: str) -> str:
+    return "-s" + defence.split("noise_multiplier=")[1].split(",")[0] if "noise_multiplier" in defence else ""
+
+
+def imprint(setting: Setting, extra: str = "") -> str:
+    return f"imprint:rounds=1-{ROUNDS},bins={setting.bins}{extra}"
+
+
+TRAP = f"trap-weights:rounds=1-{ROUNDS}"
+ALONE = f"model-inconsistency:rounds=1-{ROUNDS}"
+
+
+def mnist_cells(s: Setting) -> list[Cell]:
+    sigmas = (0.01, 0.1, 1.0)
+    cells = [Cell(s, passive=True), Cell(s, active=imprint(s)), Cell(s, active=TRAP),
+             Cell(s, (SECURE,), passive=True), Cell(s, (SECURE,), imprint(s)),
+             Cell(s, (SECURE,), imprint(s, ",isolate=true")), Cell(s, (SECURE,), TRAP + ",isolate=true"),
+             Cell(s, (SECURE,), ALONE)]
+    for sigma in sigmas:
+        cells += [Cell(s, (dp(sigma),), passive=sigma == 0.01), Cell(s, (dp(sigma),), imprint(s)),
+                  Cell(s, (dp(sigma),), TRAP)]
+    cells += [Cell(s, ("dp-sgd:clip_norm=1.0,noise_multiplier=1.0",), imprint(s)),
+              Cell(s, ("dp-sgd:clip_norm=1.0,noise_multiplier=1.0",), TRAP)]
+    cells += [Cell(s, method=WAFFLE, passive=True), Cell(s, active=imprint(s), method=WAFFLE),
+              Cell(s, active=TRAP, method=WAFFLE)]
+    cells += [Cell(s, (CHECK,), imprint(s)), Cell(s, (CHECK,), TRAP),
+              Cell(s, (CHECK, SECURE), imprint(s, ",isolate=true")), Cell(s, (CHECK, SECURE), ALONE)]
+    return cells
+
+
+def large_cells(s: Setting) -> list[Cell]:
+    return [Cell(s, passive=True), Cell(s, active=imprint(s)), Cell(s, active=TRAP),
+            Cell(s, (SECURE,), imprint(s, ",isolate=true")), Cell(s, (SECURE,), ALONE)]
+
+
+def cifar_cells(s: Setting) -> list[Cell]:
+    cells = [Cell(s), Cell(s, active=imprint(s)), Cell(s, (SECURE,)), Cell(s, (SECURE,), imprint(s)),
+             Cell(s, (SECURE,), imprint(s, ",isolate=true"))]
+    cells += [Cell(s, (dp(sigma),), imprint(s)) for sigma in (0.01, 0.1, 1.0)]
+    cells += [Cell(s, method=WAFFLE), Cell(s, active=imprint(s), method=WAFFLE),
+              Cell(s, (CHECK,), imprint(s))]
+    return cells
+
+
+def honest_checks() -> list[Cell]:
+    """Honest federations with the check, long enough for clients to come back (false alarms)."""
+    return [Cell(MNIST_LARGE, (CHECK,), rounds=40), Cell(MNIST_LARGE, (CHECK,), method=WAFFLE, rounds=40),
+            Cell(CIFAR, (CHECK,), rounds=40), Cell(CIFAR, (CHECK,), method=WAFFLE, rounds=40)]
+
+
+CELLS = [*mnist_cells(MNIST), *large_cells(MNIST_LARGE), *cifar_cells(CIFAR), *honest_checks()]
+
+
+def victims(setting: Setting) -> list[int]:
+    """The clients an isolating server picks in rounds 1..12 (the same in every cell)."""
+    from fedattack.federation.loop import sample_clients
+    num = setting.spec.num_clients or 0
+    picked: list[int] = []
+    for rnd in range(1, ROUNDS + 1):
+        picked.append(next(k for k in sample_clients(setting.spec, num, rnd) if k not in picked))
+    return picked
+
+
+def run_cell(cell: Cell, out: Path, data_root: str | None, keep: bool) -> None:
+    folder = out / cell.name
+    if (folder / "done.json").exists():
+        return
+    started = time.perf_counter()
+    run = train_federation(cell.spec(), folder / "run", data_root=data_root, overwrite=True, progress=False)
+    trained = time.perf_counter() - started
+    manifest = Federation(run, deep_verify=False).manifest
+    facts = {"cell": cell.name, "seconds_training": round(trained, 1), "utility": manifest.get("utility"),
+             "active": manifest.get("active_adversary"), "defences": manifest.get("defences")}
+    if cell.false_alarms:
+        facts["least_row_cosine"] = least_similarity(Federation(run))
+    else:
+        evaluate_cell(cell, run, folder, data_root)
+    facts["seconds_total"] = round(time.perf_counter() - started, 1)
+    if not keep:
+        shutil.rmtree(folder / "run")
+    (folder / "done.json").write_text(json.dumps(facts, indent=1, default=str))
+    print(f"{cell.name}: {facts['seconds_total']:.0f} s", flush=True)
+
+
+def evaluate_cell(cell: Cell, run: Path, folder: Path, data_root: str | None) -> None:
+    chosen = tuple(victims(cell.setting))
+    evaluate_run(run, EvaluationSpec(threat_models=("server",), attacks=("readout",), victims=chosen),
+                 folder / "readout", data_root=data_root, progress=False)
+    if cell.passive:
+        spec = EvaluationSpec(threat_models=("eavesdropper",), attacks=("update-inversion",), victims=chosen,
+                              settings={"start": "first-layer", "iterations": 1})
+        evaluate_run(run, spec, folder / "passive", data_root=data_root, progress=False)
+
+
+def least_similarity(fed: Federation) -> dict[str, float]:
+    """Per weight, the lowest mean row cosine between a downlink and the same client's previous one
+    (what `downlink-check` compares with its `min_similarity`)."""
+    from fedattack.defences.downlink_check import similarity
+
+    last: dict[int, dict[str, torch.Tensor]] = {}
+    least: dict[str, float] = {}
+    for rnd in sorted({e["round"] for e in fed.transcript().index}):
+        for m in fed.transcript().load(kind="downlink", rounds={rnd}):
+            before = last.get(m.receiver)
+            for name, t in m.payload.items():
+                if before is not None and t.dim() >= 2:
+                    least[name] = min(least.get(name, 1.0), similarity(t.flatten(1), before[name].flatten(1)))
+            last[m.receiver] = m.payload
+    return least
+
+
+def summarise(out: Path) -> list[dict[str, Any]]:
+    """Per cell and attack: the shares over victims with their intervals."""
+    from scipy.stats import bootstrap
+
+    rows = []
+    for done in sorted(out.glob("*/done.json")):
+        facts = json.loads(done.read_text())
+        for kind in ("readout", "passive"):
+            results = [AttackResult.load(p) for p in sorted((done.parent / kind).glob("*victim*.json"))]
+            if not results:
+                continue
+            row: dict[str, Any] = {"cell": facts["cell"], "reading": kind, "n": len(results),
+                                   "applicable": sum(r.applicable for r in results), "facts": facts}
+            for key, alias in (("recovered_20", "share_recovered"), ("recovered_40", None)):
+                values = [metric(r, key, alias) for r in results]
+                row[key] = interval(np.array(values), bootstrap)
+            row["chance_20"] = float(np.mean([r.baselines.get("chance", {}).get("recovered_20", 0.0)
+                                              for r in results]))
+            row["notes"] = sorted({r.note for r in results if not r.applicable})
+            rows.append(row)
+    return rows
+
+
+def metric(r: AttackResult, key: str, alias: str | None) -> float:
+    """A victim's share (0 where the attack could not be applied: it recovered nothing)."""
+    if not r.applicable:
+        return 0.0
+    if key in r.metrics:
+        return float(r.metrics[key])
+    if key == "recovered_40":  # the passive attack reports PSNRs per matched pair only
+        psnr = r.extra.get("reconstruction_match", {}).get("psnr", [])
+        return float(np.sum(np.array(psnr) > 40.0)) / max(1, r.extra.get("victim_images", len(psnr)))
+    return float(r.metrics.get(alias or key, 0.0))
+
+
+def interval(values: np.ndarray, bootstrap: Any) -> list[float]:
+    mean = float(values.mean())
+    if len(values) < 2 or float(values.std()) == 0.0:
+        return [mean, mean, mean]
+    ci = bootstrap((values,), np.mean, confidence_level=0.95, method="percentile", n_resamples=2000,
+                   random_state=np.random.default_rng(0)).confidence_interval
+    return [mean, float(ci.low), float(ci.high)]
+
+
+COLUMNS = ("honest server", "passive eavesdropper", "imprint", "imprint + isolation", "trap weights",
+           "trap weights + isolation", "model inconsistency")
+
+
+def column(cell: Cell, reading: str) -> str:
+    if reading == "passive":
+        return "passive eavesdropper"
+    if cell.active is None:
+        return "honest server"
+    name = {"imprint": "imprint", "trap-weights": "trap weights", "model-inconsistency": "model inconsistency"}
+    base = name[cell.active.split(":")[0]]
+    return base + (" + isolation" if "isolate=true" in cell.active else "")
+
+
+def row_label(cell: Cell) -> str:
+    method = cell.method.get("method", "fedavg")
+    defences = ", ".join(d.split(":")[0] + (f" σ={_sigma(d)[2:]}" if _sigma(d) else "") for d in cell.defences)
+    return f"{method}" + (f" + {defences}" if defences else "")
+
+
+def share(interval_: list[float]) -> str:
+    mean, low, high = (100 * v for v in interval_)
+    return f"{mean:.0f}" if low == high else f"{mean:.0f} [{low:.0f}, {high:.0f}]"
+
+
+def tables(rows: list[dict[str, Any]]) -> str:
+    """Markdown: per setting, one table per threshold, rows method + defences, columns the readings."""
+    by_name = {c.name: c for c in CELLS}
+    out = []
+    for setting in (MNIST, MNIST_LARGE, CIFAR):
+        mine = [(by_name[r["cell"]], r) for r in rows if r["cell"] in by_name
+                and by_name[r["cell"]].setting is setting and not by_name[r["cell"]].false_alarms]
+        if not mine:
+            continue
+        labels = list(dict.fromkeys(row_label(c) for c, _ in mine))
+        used = [col for col in COLUMNS if any(column(c, r["reading"]) == col for c, r in mine)]
+        for key, title in (("recovered_20", "above 20 dB"), ("recovered_40", "above 40 dB (verbatim)")):
+            out.append(f"\n**{setting.name}: share of a victim's images recovered {title}** (%, mean "
+                       f"[95% bootstrap interval] over n = 12 victims)\n")
+            out.append("| method + defences | " + " | ".join(used) + " |")
+            out.append("| --- | " + " | ".join("---" for _ in used) + " |")
+            for label in labels:
+                cells = {column(c, r["reading"]): r for c, r in mine if row_label(c) == label}
+                out.append(f"| {label} | " + " | ".join(share(cells[col][key]) if col in cells else "-"
+                                                       for col in used) + " |")
+    return "\n".join(out)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("what", choices=["run", "table", "list"])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--only", default="", help="run the cells whose name contains this")
+    parser.add_argument("--data-root", default=None)
+    parser.add_argument("--keep", action="store_true", help="keep the run directories")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    cells = [c for c in CELLS if args.only in c.name]
+    if args.what == "list":
+        print("\n".join(c.name for c in cells))
+    elif args.what == "run":
+        for cell in cells:
+            run_cell(cell, args.out, args.data_root, args.keep)
+    else:
+        rows = summarise(args.out)
+        (args.out / "summary.json").write_text(json.dumps(rows, indent=1, default=str))
+        print(tables(rows))
+
+
+if __name__ == "__main__":
+    main()
