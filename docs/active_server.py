@@ -103,7 +103,9 @@ class Cell:
 
 
 def _sigma(defence: str) -> str:
-    return "-s" + defence.split("noise_multiplier=")[1].split(",")[0] if "noise_multiplier" in defence else ""
+    if "noise_multiplier" not in defence:
+        return ""
+    return "-s" + defence.split("noise_multiplier=")[1].split(",")[0] + ("-server" if "noise=server" in defence else "")
 
 
 def imprint(setting: Setting, extra: str = "") -> str:
@@ -127,6 +129,9 @@ def mnist_cells(s: Setting) -> list[Cell]:
               Cell(s, ("dp-sgd:clip_norm=1.0,noise_multiplier=1.0",), TRAP)]
     cells += [Cell(s, method=WAFFLE, passive=True), Cell(s, active=imprint(s), method=WAFFLE),
               Cell(s, active=TRAP, method=WAFFLE)]
+    cells += [Cell(s, active=imprint(s, ",output=linear"))]  # the paper's trained output layer
+    # the noise a trusted server adds: the uplinks it reads are clipped, not noised
+    cells += [Cell(s, ("dp-fedavg:clip_norm=1.0,noise_multiplier=1.0,noise=server",), imprint(s))]
     cells += [Cell(s, (CHECK,), imprint(s)), Cell(s, (CHECK,), TRAP),
               Cell(s, (CHECK, SECURE), imprint(s, ",isolate=true")), Cell(s, (CHECK, SECURE), ALONE)]
     return cells
@@ -257,8 +262,8 @@ def interval(values: np.ndarray, bootstrap: Any) -> list[float]:
     return [mean, float(ci.low), float(ci.high)]
 
 
-COLUMNS = ("honest server", "passive eavesdropper", "imprint", "imprint + isolation", "trap weights",
-           "trap weights + isolation", "model inconsistency")
+COLUMNS = ("honest server", "passive eavesdropper", "imprint", "imprint (paper's output layer)",
+           "imprint + isolation", "trap weights", "trap weights + isolation", "model inconsistency")
 
 
 def column(cell: Cell, reading: str) -> str:
@@ -267,13 +272,14 @@ def column(cell: Cell, reading: str) -> str:
     if cell.active is None:
         return "honest server"
     name = {"imprint": "imprint", "trap-weights": "trap weights", "model-inconsistency": "model inconsistency"}
-    base = name[cell.active.split(":")[0]]
+    base = name[cell.active.split(":")[0]] + (" (paper's output layer)" if "output=linear" in cell.active else "")
     return base + (" + isolation" if "isolate=true" in cell.active else "")
 
 
 def row_label(cell: Cell) -> str:
     method = cell.method.get("method", "fedavg")
-    defences = ", ".join(d.split(":")[0] + (f" σ={_sigma(d)[2:]}" if _sigma(d) else "") for d in cell.defences)
+    defences = ", ".join(d.split(":")[0] + (f" σ={_sigma(d)[2:]}".replace("-server", " (server noise)")
+                                            if _sigma(d) else "") for d in cell.defences)
     return f"{method}" + (f" + {defences}" if defences else "")
 
 
@@ -305,9 +311,48 @@ def tables(rows: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
+SHOWN = (("mnist_fedavg_secure-aggregation_imprint-rounds1-12-bins500-isolatetrue",
+          "MNIST, secure aggregation, imprint + isolation"),
+         ("mnist_waffle-ibp_trap-weights-rounds1-12", "MNIST, WAFFLe, trap dictionary"),
+         ("cifar10_fedavg_secure-aggregation_imprint-rounds1-12-bins500-isolatetrue",
+          "CIFAR-10, secure aggregation, imprint + isolation"))
+
+
+def figure(out: Path, to: Path, per_row: int = 10) -> None:
+    """One victim per shown cell: its images (top) and what the server read (below), with PSNR."""
+    import matplotlib.pyplot as plt
+    from matplotlib.image import imread
+
+    shown = [(cell, title) for cell, title in SHOWN if (out / cell / "readout").is_dir()]
+    fig, axes = plt.subplots(2 * len(shown), per_row, figsize=(per_row * 0.9, 2.2 * len(shown)), squeeze=False)
+    for row, (cell, title) in enumerate(shown):
+        path = next(p for p in sorted((out / cell / "readout").glob("*victim*.json"))
+                    if AttackResult.load(p).applicable)
+        result = AttackResult.load(path)
+        psnr = result.extra["reconstruction_match"]["psnr"]
+        order = np.argsort(psnr)[::-1][:per_row]  # the best reads; the share says how many there are
+        for name, offset in (("matched", 0), ("reconstructions", 1)):
+            grid = imread(path.parent / result.artifacts[name])
+            side = (grid.shape[0] - 2)
+            for col, i in enumerate(order):
+                ax = axes[2 * row + offset][col]
+                x0 = 1 + int(i) * (side + 1)
+                ax.imshow(grid[1:1 + side, x0:x0 + side], cmap="gray" if grid.ndim == 2 else None)
+                ax.set_xticks([]), ax.set_yticks([])
+                if offset:
+                    ax.set_xlabel(f"{psnr[i]:.0f} dB", fontsize=7)
+        axes[2 * row][0].set_ylabel("victim", fontsize=7)
+        axes[2 * row + 1][0].set_ylabel("read", fontsize=7)
+        share = 100 * result.metrics["recovered_40"]
+        axes[2 * row][0].set_title(f"{title}: client {result.victim}, {share:.0f}% of its "
+                                   "images above 40 dB (its best reads shown)", fontsize=8, loc="left")
+    fig.tight_layout()
+    fig.savefig(to, dpi=130)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=["run", "table", "list"])
+    parser.add_argument("what", choices=["run", "table", "list", "figure"])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--only", default="", help="run the cells whose name contains this")
     parser.add_argument("--data-root", default=None)
@@ -315,7 +360,9 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     cells = [c for c in CELLS if args.only in c.name]
-    if args.what == "list":
+    if args.what == "figure":
+        figure(args.out, Path(__file__).with_name("active-server.png"))
+    elif args.what == "list":
         print("\n".join(c.name for c in cells))
     elif args.what == "run":
         for cell in cells:

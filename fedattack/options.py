@@ -23,6 +23,19 @@ _TRUE = {"true", "yes", "1", "on"}
 _FALSE = {"false", "no", "0", "off"}
 
 
+def named_settings(text: str, option: str, example: str) -> tuple[str, dict[str, str]]:
+    """`NAME:key=value,key=value` (a `--defence` or `--active` value) -> (NAME, {key: value}); the
+    values stay strings until `build_dataclass` types them."""
+    name, _, rest = text.partition(":")
+    settings: dict[str, str] = {}
+    for pair in filter(None, (p.strip() for p in rest.split(","))):
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise UserError(f"{option} {text!r}: settings are key=value, e.g. {example}")
+        settings[key.strip().replace("-", "_")] = value.strip()
+    return name.strip(), settings
+
+
 def build_dataclass(cls: type, overrides: Mapping[str, Any], what: str, noun: str = "setting") -> Any:
     """`cls(**overrides)` with every key checked and every value coerced to its field's type.
 

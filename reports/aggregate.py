@@ -13,6 +13,7 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -84,7 +85,7 @@ def threat_label(loaded: LoadedResult) -> str:
     return label if not active else f"{label}, the server acting ({acting(active)})"
 
 
-def acting(active: dict) -> str:  # type: ignore[type-arg]
+def acting(active: dict[str, Any]) -> str:
     """What an active server did, in words: "imprint, the victim isolated by model inconsistency"."""
     settings = active.get("settings") or {}
     isolated = ", the victim isolated by model inconsistency" if settings.get("isolate") else ""

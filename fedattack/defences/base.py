@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from fedattack.options import build_dataclass
+from fedattack.options import build_dataclass, named_settings
 from fedattack.registry import TARGETS, Registry, UserError
 from fedattack.rng import generator
 from fedattack.target import ClientContext, State, Target, TargetContext
@@ -181,11 +181,5 @@ def normalise_defence(entry: Mapping[str, Any]) -> dict[str, Any]:
 
 def parse_defence(text: str) -> dict[str, Any]:
     """`clip:max_norm=1.0,norm=l2` -> {"name": "clip", "settings": {"max_norm": "1.0", ...}}."""
-    name, _, rest = text.partition(":")
-    settings: dict[str, Any] = {}
-    for pair in filter(None, (p.strip() for p in rest.split(","))):
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise UserError(f"--defence {text!r}: settings are key=value, e.g. clip:max_norm=1.0")
-        settings[key.strip().replace("-", "_")] = value.strip()
-    return normalise_defence({"name": name.strip(), "settings": settings})
+    name, settings = named_settings(text, "--defence", "clip:max_norm=1.0")
+    return normalise_defence({"name": name, "settings": settings})

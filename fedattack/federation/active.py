@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from fedattack.options import build_dataclass
+from fedattack.options import build_dataclass, named_settings
 from fedattack.registry import ACTIVE, UserError
 from fedattack.target import State, Target
 from fedattack.wire import Payload
@@ -35,7 +35,7 @@ __all__ = ["ACTIVE", "ActiveSettings", "ActiveThreatModel", "Downlinks", "Exchan
 
 @dataclass(frozen=True, kw_only=True)
 class ActiveSettings:
-    """rounds: the rounds it acts in ("1", "1-12", "2,5", "all"). victim: the client it singles
+    """rounds: the rounds it acts in ("1", "1-12", "2+5+9", "all"). victim: the client it singles
     out (-1: in each acting round, the lowest-numbered sampled client it has not attacked yet)."""
 
     rounds: str = "1"
@@ -166,15 +166,15 @@ class ActiveThreatModel:
 
 
 def parse_rounds(text: str, last: int) -> set[int]:
-    """"1", "1-12", "2,5,9" or "all" (1..last) as a set of round numbers."""
+    """"1", "1-12", "2+5+9" (or "2,5,9" in a file) or "all" (1..last) as a set of round numbers."""
     text = str(text).strip()
     if text == "all":
         return set(range(1, last + 1))
     rounds: set[int] = set()
-    for part in filter(None, (p.strip() for p in text.split(","))):
+    for part in filter(None, (p.strip() for p in text.replace("+", ",").split(","))):
         lo, sep, hi = part.partition("-")
         if not lo.isdigit() or (sep and not hi.isdigit()) or int(lo) < 1:
-            raise UserError(f"rounds={text!r}: write rounds as 1, 1-12, 2,5,9 or all")
+            raise UserError(f"rounds={text!r}: write rounds as 1, 1-12, 2+5+9 or all")
         rounds.update(range(int(lo), int(hi if sep else lo) + 1))
     if not rounds:
         raise UserError(f"rounds={text!r} names no round; e.g. rounds=1 or rounds=1-12")
@@ -182,15 +182,9 @@ def parse_rounds(text: str, last: int) -> set[int]:
 
 
 def parse_active(text: str) -> dict[str, Any]:
-    """`imprint:bins=500,rounds=1-3` -> {"name": "imprint", "settings": {...}} (typed later)."""
-    name, _, rest = text.partition(":")
-    settings: dict[str, Any] = {}
-    for pair in filter(None, (p.strip() for p in rest.split(","))):
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise UserError(f"--active {text!r}: settings are key=value, e.g. imprint:bins=500")
-        settings[key.strip().replace("-", "_")] = value.strip()
-    return normalise_active({"name": name.strip(), "settings": settings})
+    """`imprint:bins=500,rounds=1-3` -> {"name": "imprint", "settings": {...}} (typed)."""
+    name, settings = named_settings(text, "--active", "imprint:bins=500")
+    return normalise_active({"name": name, "settings": settings})
 
 
 def normalise_active(entry: Any) -> dict[str, Any]:
