@@ -49,7 +49,7 @@ from fedattack.training import sequential_train
 from fedattack.wire import Payload
 
 WEIGHT, BIAS, OUT = "imprint.weight", "imprint.bias", "imprint.out"
-ALPHAS = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2)  # the candidates a calibrating server tries
+ALPHAS = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1)  # the candidates a calibrating server tries
 
 
 @dataclass(frozen=True, kw_only=True)
