@@ -13,7 +13,6 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -76,20 +75,9 @@ class Table:
 
 
 def threat_label(loaded: LoadedResult) -> str:
-    """The oracle is given the victim's private state on purpose: say so wherever it appears. A
-    server that acted (`run["active_adversary"]`) is another adversary than one that only read:
-    its results are labelled, and so grouped and ranked, apart from the passive ones."""
+    """The oracle is given the victim's private state on purpose: say so wherever it appears."""
     name = loaded.result.threat_model
-    label = f"{name} (upper bound)" if loaded.result.upper_bound else name
-    active = loaded.result.run.get("active_adversary")
-    return label if not active else f"{label}, the server acting ({acting(active)})"
-
-
-def acting(active: dict[str, Any]) -> str:
-    """What an active server did, in words: "imprint, the victim isolated by model inconsistency"."""
-    settings = active.get("settings") or {}
-    isolated = ", the victim isolated by model inconsistency" if settings.get("isolate") else ""
-    return f"{active.get('name', 'unknown')}{isolated}"
+    return f"{name} (upper bound)" if loaded.result.upper_bound else name
 
 
 def attack_tables(inputs: Inputs) -> list[Table]:

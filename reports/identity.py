@@ -63,10 +63,25 @@ def defence_label(defences: list[Entry]) -> str:
 
 
 def adversary_label(adversary: Entry | None) -> str:
-    """'active server: trap-weights(bins=64)', or '' for an honest federation."""
+    """'active server: trap-weights(isolate=True)', or '' for an honest federation."""
     if adversary is None:
         return ""
-    return f"active server: {call(adversary['name'], adversary.get('settings') or {})}"
+    name, settings = adversary["name"], dict(adversary.get("settings") or {})
+    return f"active server: {call(name, changed_adversary_settings(name, settings))}"
+
+
+def changed_adversary_settings(name: str, settings: dict[str, Any]) -> dict[str, Any]:
+    """The settings an active adversary was given away from its defaults, which are read from the
+    plugins' source (`fedattack.catalog`, no import of the attacks); all of them for one this
+    installation does not know."""
+    from fedattack.catalog import CannotTell, RegistryRef, entries
+
+    try:
+        known = {e.name: dict(e.settings) for e in entries(RegistryRef("fedattack.registry", "ACTIVE"))}
+    except (CannotTell, UserError, ImportError):
+        return settings
+    defaults = known.get(name)
+    return settings if defaults is None else {k: v for k, v in settings.items() if defaults.get(k, object()) != v}
 
 
 def accounting(defences: list[Entry]) -> str:

@@ -1,6 +1,6 @@
-"""Issue #38: a report keeps passive and active adversaries apart. Results of a run whose server
-acted (`run["active_adversary"]`) form their own verdict lines, which say in words what the server
-did; the honest server's results on the same data stay on lines of their own."""
+"""Issue #38, end to end: the `readout` results of a run whose server acted (`run["active_adversary"]`,
+written by `evaluate`) and of its honest twin land on separate lines of the verdict, the active
+one saying what the server did with only the settings it changed."""
 
 from __future__ import annotations
 
@@ -18,7 +18,9 @@ def test_passive_and_active_servers_get_separate_lines(tmp_path: Path) -> None:
     readout(acting, tmp_path / "results" / "acting", (0, 1, 2))
     readout(honest, tmp_path / "results" / "honest", (0, 1, 2))
     lines = lead_lines(collect([tmp_path / "results"]).results)
-    active = [line for line in lines if "the server acting (imprint, the victim isolated" in line]
-    passive = [line for line in lines if "acting" not in line]
-    assert len(active) == 1 and len(passive) == 1, lines
-    assert passive[0].startswith("Readout on digits, server (") and "n=" in active[0]
+    text = "\n".join(lines)
+    assert "against passive adversaries" in text and "against an active server: imprint(isolate=True)" in text
+    active = [line for line in lines if line.strip().startswith("Active server: imprint(isolate=True)")]
+    passive = [line for line in lines if line.strip().startswith("server (") and "Readout" in line]
+    assert len(active) == 1 and len(passive) == 1, text
+    assert "images recovered" in active[0] and "images recovered" in passive[0]
