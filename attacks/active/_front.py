@@ -45,11 +45,16 @@ class _Fronted:
         return WireSchema(downlink={**self.front_shapes, **own.downlink}, uplink={**self.front_shapes, **own.uplink})
 
 
-def fronted(target: Target, shapes: dict[str, tuple[int, ...]], apply: Apply) -> Target:
-    """`target` with the module `apply` (tensors `shapes`) in front of its model."""
+def check_frontable(target: Target) -> None:
+    """Refuse, in one line, a method whose model would never see a module put in front of it."""
     if not type(target).normalizes_inputs:
         raise UserError(f"{target.name}'s model does not read its input through the method's normalisation, "
                         "so a module in front of it would see nothing; choose trap-weights or another method")
+
+
+def fronted(target: Target, shapes: dict[str, tuple[int, ...]], apply: Apply) -> Target:
+    """`target` with the module `apply` (tensors `shapes`) in front of its model."""
+    check_frontable(target)
     cls: Any = type(f"Fronted{type(target).__name__}", (_Fronted, type(target)), {"__module__": __name__})
     out: Any = copy.copy(target)
     out.__class__ = cls

@@ -38,7 +38,7 @@ from typing import Any
 
 import torch
 
-from fedattack.attacks.active._front import fronted, shaped_like
+from fedattack.attacks.active._front import check_frontable, fronted, shaped_like
 from fedattack.attacks.active._reading import normalised, ratio_images, share_read
 from fedattack.attacks.active.inconsistency import describe_isolation, singled_out, victim_uplink
 from fedattack.federation.active import ActiveSettings, ActiveThreatModel, Downlinks, Exchange, Readout
@@ -92,6 +92,7 @@ class Imprint(ActiveThreatModel):
 
     def __init__(self, settings: ImprintSettings, target: Target, knowledge: object = None) -> None:
         super().__init__(settings, target, knowledge)  # type: ignore[arg-type]
+        check_frontable(target)  # before training, not in its first acting round
         self.alpha = settings.alpha
         self.tried: dict[str, float] = {}  # calibration: alpha -> share read back on public data
 
