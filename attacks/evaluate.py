@@ -196,17 +196,14 @@ def attack_victim(case: VictimCase, attacks: list[Attack], spec: EvaluationSpec,
     written: list[Path | Deferred] = []
     trained: dict[tuple[object, ...], list[Observation]] = {}  # shadows shared by every strategy
     for strategy in strategies:
-        started = time.perf_counter()
-        reconstructor = Reconstructor(strategy, target, case.knowledge, spec.seed, victim)
-        try:
-            model = reconstructor(obs, key=0)
-        except (IndexError, RuntimeError):
-            if case.knowledge.labels_known:
-                raise
+        if strategy.needs_labels and not case.knowledge.labels_known:
             note = f"{strategy.name} fits the model on labelled auxiliary data; the {tm.name} knows no labels"
             sctx = replace(ctx, reconstruction=strategy.name)
             written += [skip(a, case, spec.seed, out, sctx, note, bar) for a in attacks]
             continue
+        started = time.perf_counter()
+        reconstructor = Reconstructor(strategy, target, case.knowledge, spec.seed, victim)
+        model = reconstructor(obs, key=0)
         adv = Adversary(view, case.knowledge, obs, model, reconstructor, spec.executor, trained)
         seen = {"round": obs.round, "parts": sorted(obs.parts())}
         sctx = replace(ctx, reconstruction=strategy.name, observation=seen,

@@ -51,6 +51,7 @@ DIGITS = dict(dataset="digits", model="digits-mlp", num_clients=20, fraction=1.0
               recipe=Recipe(epochs=2, batch_size=10, lr=0.1))
 MNIST = dict(dataset="mnist", num_clients=100, fraction=0.2, rounds=2,
              recipe=Recipe(epochs=1, batch_size=10, lr=0.04))
+WAFFLE_MNIST = {**MNIST, "recipe": Recipe(epochs=2, batch_size=20, lr=0.04)}  # ibp-wf fine-tunes 1 of E
 WAFFLE_RECIPES = {
     "literal": {},
     "bernoulli-scaled": {"kl_b": "bernoulli", "selection_lr_scale": 4.0},
@@ -75,11 +76,11 @@ def cases() -> dict[str, dict[str, Any]]:
     for method in ("fedavg", "fedprox"):
         out[f"{method}/fmnist-cnn"] = {**MNIST, "method": method, "model": "fmnist-cnn", "fraction": 0.1}
     for name, hyper in WAFFLE_RECIPES.items():
-        out[f"waffle-ibp:{name}/mnist-mlp"] = {**MNIST, "method": "waffle-ibp", "model": "mnist-mlp",
+        out[f"waffle-ibp:{name}/mnist-mlp"] = {**WAFFLE_MNIST, "method": "waffle-ibp", "model": "mnist-mlp",
                                                "hyper": hyper}
     for name, defences in DEFENCES.items():
         out[f"fedavg+{name}/digits-mlp"] = {**DIGITS, "method": "fedavg", "defences": defences}
-        out[f"waffle-ibp+{name}/mnist-mlp"] = {**MNIST, "method": "waffle-ibp", "model": "mnist-mlp",
+        out[f"waffle-ibp+{name}/mnist-mlp"] = {**WAFFLE_MNIST, "method": "waffle-ibp", "model": "mnist-mlp",
                                                "defences": defences}
     return out
 
@@ -138,6 +139,10 @@ def main() -> None:
     parser.add_argument("--compare", help="compare with digests written earlier on this machine")
     parser.add_argument("--only", default="", help="run only cases whose name contains this")
     parser.add_argument("--threads", default="1,2", help="torch thread counts (comma-separated)")
+    parser.add_argument("--resume", action="store_true", help="keep the digests --out holds, run the others")
+    parser.add_argument("--executors", default="", help="only these executors (comma-separated; default all)")
+    parser.add_argument("--skip", default="", help="leave out `case | executor | threads` keys containing any "
+                                                   "of these (comma-separated)")
     args = parser.parse_args()
     before = json.loads(Path(args.compare).read_text()) if args.compare else None
     here = machine()
@@ -147,14 +152,18 @@ def main() -> None:
             raise SystemExit(f"{args.compare} was made on {before['machine']}, this is {here}: digests compare "
                              "only on the same machine and software")
     digests: dict[str, str] = {}
+    if args.resume and args.out and Path(args.out).is_file():
+        digests = json.loads(Path(args.out).read_text())["digests"]
     mismatches = 0
     for threads in [int(t) for t in args.threads.split(",")]:
         torch.set_num_threads(threads)
         for name, case in cases().items():
             if args.only not in name:
                 continue
-            for executor in EXECUTORS.names():
+            for executor in [e for e in EXECUTORS.names() if not args.executors or e in args.executors.split(",")]:
                 key = f"{name} | {executor} | {threads} thread{'s' if threads > 1 else ''}"
+                if (key in digests and before is None) or any(part and part in key for part in args.skip.split(",")):
+                    continue
                 try:
                     digests[key], seconds = federate(case, executor)
                 except UserError as exc:  # e.g. a defence that refuses the method
@@ -163,10 +172,10 @@ def main() -> None:
                 verdict = "" if old is None else ("same" if old == digests[key] else "DIFFERENT")
                 mismatches += verdict == "DIFFERENT"
                 print(f"{key:70s} {digests[key][:32]:32s} {seconds:6.1f}s {verdict}", flush=True)
-    if args.out:
-        Path(args.out).write_text(json.dumps({"machine": here, "digests": digests}, indent=1) + "\n")
+                if args.out:  # as it goes, so an interrupted run keeps what it made
+                    Path(args.out).write_text(json.dumps({"machine": here, "digests": digests}, indent=1) + "\n")
     if before is not None:
-        missing = sorted(set(before["digests"]) - set(digests)) if not args.only else []
+        missing = sorted(set(before["digests"]) - set(digests)) if not (args.only or args.executors or args.skip) else []
         print(f"{len(digests)} compared: {mismatches} different, {len(missing)} missing")
         if mismatches or missing:
             raise SystemExit(1)

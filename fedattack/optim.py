@@ -3,9 +3,11 @@
 A method may declare, per parameter, the optimiser of its local problem (`Target.optimizer`):
 plain SGD at the recipe's learning rate (every paper's default), or Adam (the IBP-WF code that
 WAFFLe's machinery comes from trains every parameter with Adam at lr 1e-3). The executors own
-the loop, so the step is written once here and used by the sequential trainer and the stacked
-(vmap) path: every operation is elementwise, so the same code updates one client's tensor or a
-(clients, ...) stack of them, where all clients still training are at the same local step.
+the loop, so the step is written once here and used by the sequential trainer, the stacked
+(vmap) path and the kernels: every operation is elementwise, so the same code updates one
+client's tensor or a (clients, ...) stack of them, where all clients still training are at the
+same local step (`sgd_product_` is the kernels' SGD for a weight whose gradient is a product;
+WAFFLe's compiled step fuses its own into C, `targets/waffle/native.c`).
 
 Adam's moments live for one local problem only: fresh (zero) for each client each round, as a
 client that restarts its optimiser when it receives a new model. The step reproduces
@@ -64,6 +66,13 @@ def step_(opt: Optimizer, param: torch.Tensor, grad: torch.Tensor, state: State,
         return
     denom, step_size = _adam_moments(opt, grad, state, t)
     param.addcdiv_(state["m"], denom, value=-step_size)
+
+
+def sgd_product_(param: torch.Tensor, a: torch.Tensor, b: torch.Tensor, lr: float) -> None:
+    """SGD on a stacked weight whose gradient is the batched product a @ b, taken straight into
+    the weight (`baddbmm_`) instead of materialised first: the hand-written kernels' step for
+    their matrix products (one pass over the weights instead of three)."""
+    param.baddbmm_(a, b, alpha=-lr)
 
 
 def _adam_moments(opt: Adam, grad: torch.Tensor, state: State, t: int) -> tuple[torch.Tensor, float]:

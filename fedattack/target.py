@@ -14,13 +14,23 @@ personal model). Reconstruction strategies select on those declarations.
 Most methods train locally by SGD on some loss. They describe that loss as a pure function of
 tensors (`local_loss`) between `start_local` and `finish_local`, and the executors own the
 sequence and the loop over epochs and batches: sequentially, or all sampled clients at once
-(`batchable`). A method that writes its own `client_update` cannot be batched.
+(`batchable`). A method that writes its own `client_update` cannot be batched. How many
+clients train at once is the method's to say too: `step_kernel` hands the batched executors a
+hand-written training of a stack of clients (`fedattack.kernels`), or None for the generic
+`vmap(grad(local_loss))`.
+
+Whatever an executor, a kernel, a defence or an attack needs to know about a method, the method
+declares (`local_objective`, `plain_forward`, `aggregates_weighted_mean`, `uplink_update`, ...);
+nothing inspects its code. A declaration is about some of the method's functions
+(`declared_about`): a subclass that overrides one of them without declaring it again in its own
+class body loses it (False, or None from the function), so nothing trusts a fact that its class
+no longer keeps.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -33,10 +43,12 @@ from fedattack.optim import SGD, Optimizer
 from fedattack.options import build_dataclass
 from fedattack.registry import TARGETS, UserError
 from fedattack.training import Batch
-from fedattack.wire import Message, Payload
+from fedattack.wire import Message, Payload, update_by_names, with_update_by_names
 
 if TYPE_CHECKING:
     from fedattack.data.normalization import Normalization
+    from fedattack.defences.base import Defence
+    from fedattack.kernels.base import StepKernel
     from fedattack.training import Trainer
 
 State = dict[str, torch.Tensor]
@@ -133,11 +145,33 @@ class LocalProblem:
 
 
 @dataclass(frozen=True)
+class LocalObjective:
+    """What `local_loss` computes, declared so that a kernel may compute it instead: the
+    weighted cross-entropy of `forward` on the batch (`Batch.cross_entropy`), plus
+    (proximal / 2) |w - anchor|^2 over the local parameters when `proximal` > 0, each anchor in
+    the problem's consts as `anchor.<name>` (FedProx's mu). `proximal` is also what an attack
+    that replays a client's local training (update inversion) adds to its loss."""
+
+    proximal: float = 0.0
+
+
+@dataclass(frozen=True)
 class WireSchema:
-    """Names and shapes of what goes down to and up from a client."""
+    """Names, shapes and dtypes of what goes down to and up from a client: float32 unless
+    `dtypes` says otherwise (by direction, then name; e.g. an int8-quantised uplink)."""
 
     downlink: Mapping[str, tuple[int, ...]]
     uplink: Mapping[str, tuple[int, ...]]
+    dtypes: Mapping[str, Mapping[str, torch.dtype]] = field(default_factory=dict)
+
+    def dtype(self, kind: str, name: str) -> torch.dtype:
+        return self.dtypes.get(kind, {}).get(name, torch.float32)
+
+    def to_json(self) -> dict[str, dict[str, dict[str, Any]]]:
+        """As the manifest records it: each tensor's shape and dtype, by direction and name."""
+        return {kind: {n: {"shape": list(s), "dtype": str(self.dtype(kind, n)).removeprefix("torch.")}
+                       for n, s in shapes.items()}
+                for kind, shapes in (("downlink", self.downlink), ("uplink", self.uplink))}
 
 
 class Target:
@@ -152,12 +186,25 @@ class Target:
     # False for a method whose forward never calls `normalized` (CGAU feeds a frozen extractor
     # its own inputs): the run then records no normalisation, since none was applied.
     normalizes_inputs: ClassVar[bool] = True
+    # -- declarations (see the module docstring) --
+    plain_forward: ClassVar[bool] = True  # forward(params, x) is the model on normalized(x)
+    plain_normalization: ClassVar[bool] = True  # normalized(x): (x - mean) / std by channel, the context's
+    aggregates_weighted_mean: ClassVar[bool] = True  # aggregate: the n_k-weighted mean of the uplinks
+    linear_uplink: ClassVar[bool] = True  # uplinks are affine in the update: their mean carries the mean update
+    declared_about: ClassVar[Mapping[str, tuple[str, ...]]] = {
+        "plain_forward": ("forward",), "plain_normalization": ("normalized",),
+        "local_objective": ("local_loss",), "aggregates_weighted_mean": ("aggregate",),
+        "linear_uplink": ("uplink_update", "with_uplink_update")}
+    defences: Sequence[Defence] = ()  # what wraps this method (`fedattack.defences.make_target`)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if cls.batchable and "client_update" in cls.__dict__:
-            raise TypeError(f"{cls.__name__} writes its own client_update, which an executor cannot "
-                            "batch; set batchable = False")
+        if cls.batchable and ("client_update" in cls.__dict__ or "local_gradients" in cls.__dict__):
+            raise TypeError(f"{cls.__name__} writes its own client_update or local_gradients, which an "
+                            "executor cannot batch; set batchable = False")
+        for fact, about in cls.declared_about.items():
+            if fact not in cls.__dict__ and any(name in cls.__dict__ for name in about):
+                setattr(cls, fact, False if isinstance(getattr(cls, fact), bool) else _undeclared)
         if cls.__dict__.get("name"):
             TARGETS.add(cls.name, cls)
 
@@ -208,6 +255,27 @@ class Target:
         """The optimiser of local parameter `name` (fedattack.optim); SGD at the recipe's lr."""
         return SGD(self.recipe.lr)
 
+    def local_objective(self) -> LocalObjective | None:
+        """What `local_loss` computes, as facts (see `LocalObjective`): the default loss here;
+        None for a loss of its own, which only `local_loss` says."""
+        return LocalObjective()
+
+    def local_gradients(self, params: State, consts: State, batch: Batch, noise: State, step: torch.Tensor,
+                        ctx: ClientContext) -> Sequence[torch.Tensor | None]:
+        """One local step's gradient of every parameter (None: unused by the loss), for the
+        sequential loop: autograd of `local_loss`. A method (or a defence that trains the
+        clients itself, DP-SGD) that computes them otherwise cannot be batched."""
+        loss = self.local_loss(params, consts, batch, noise, step)
+        return torch.autograd.grad(loss, list(params.values()), allow_unused=True)
+
+    def step_kernel(self, problem: LocalProblem) -> StepKernel | None:
+        """A hand-written training of many clients' problems like `problem` at once
+        (`fedattack.kernels`), or None: the batched executors' `vmap(grad(local_loss))`. By
+        default the built-in `dense` or `conv` kernel, where this method's declared objective,
+        forward, model and optimisers are what it computes (`fedattack.kernels.standard`)."""
+        from fedattack.kernels.standard import standard_kernel  # the kernels read this module
+        return standard_kernel(self, problem)
+
     def noise_shapes(self, problem: LocalProblem) -> dict[str, tuple[int, ...]]:
         """Uniform(0,1) noise the loss needs per step, drawn by the executor (reproducibly)."""
         return {}
@@ -215,6 +283,25 @@ class Target:
     def finish_local(self, params: State, problem: LocalProblem, down: Payload, private: State,
                      data: LocalData) -> tuple[Payload, State]:
         return dict(params), private
+
+    def uplink_update(self, down: Payload, up: Payload) -> Payload:
+        """What the client changed, as float tensors: what a defence clips, noises or compresses.
+
+        By default read from the names (`fedattack.wire.update_by_names`): a tensor sent under
+        a name the downlink also carries is a model, its update `up - down`; one only the uplink
+        carries is an update already. A method whose uplink is encoded otherwise (quantised,
+        say) declares its update here and the inverse in `with_uplink_update`, so a defence acts
+        on the update, never on the encoding."""
+        return update_by_names(up, down)
+
+    def with_uplink_update(self, down: Payload, up: Payload, update: Payload) -> Payload:
+        """The uplink that carries `update` instead (the inverse of `uplink_update`)."""
+        return with_update_by_names(up, down, update)
+
+    @property
+    def uplinks_hidden(self) -> str | None:
+        """Why a recorded uplink decodes to nothing (a defence masks it), or None."""
+        return None
 
     def seal(self, up: Payload, down: Payload, ctx: ClientContext) -> Payload:
         """The uplink as it leaves the client; every executor calls it after the local update.
@@ -317,6 +404,11 @@ class ClientContext:
 
     def train(self, target: Target, problem: LocalProblem, data: LocalData) -> State:
         return self._trainer(target, problem, data, self)
+
+
+def _undeclared(self: Target, *args: Any, **kwargs: Any) -> None:
+    """What a declaration becomes where a subclass changed what it was about (see `Target`)."""
+    return None
 
 
 def initial_weights(model: nn.Module, gen: torch.Generator) -> State:

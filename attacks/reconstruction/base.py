@@ -45,6 +45,7 @@ class Strategy:
 
     name: ClassVar[str] = ""
     needs: ClassVar[frozenset[str]] = frozenset()  # Observation parts it reads besides decode's
+    needs_labels: ClassVar[bool] = False  # it fits on labelled auxiliary data (no labels: not applicable)
     rank: ClassVar[int] = 10  # `auto` picks the applicable strategy of lowest rank
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

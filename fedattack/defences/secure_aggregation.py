@@ -24,14 +24,14 @@ the manifest would be breaking the simulation, not the protocol.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
 from fedattack.defences.base import Defence
 from fedattack.registry import UserError
 from fedattack.rng import generator
-from fedattack.target import ClientContext, Target
+from fedattack.target import ClientContext, Target, WireSchema
 from fedattack.wire import Message, Payload
 
 RING = 2**62
@@ -57,16 +57,20 @@ class SecureAggregation(Defence):
     weighted = True
 
     def bind(self, target: Target) -> None:
-        if getattr(target, "defences", [self])[-1] is not self:
+        if (target.defences or [self])[-1] is not self:
             raise UserError("secure-aggregation must be the last (outermost) --defence: what wraps "
                             "it would see masked ring elements")
-        self.weighted = not any(d.sums_unweighted for d in getattr(target, "defences", []))
+        self.weighted = not any(d.sums_unweighted for d in target.defences)
         if not self.weighted:
             return  # an inner defence (DP-FedAvg) reduces to the plain sum: clients send weight 1
-        own = next(c for c in type(target).__mro__ if "aggregate" in c.__dict__ and c.__name__ != "_Defended")
-        if own is not Target:
+        if not target.aggregates_weighted_mean:
             raise UserError(f"secure-aggregation cannot wrap {target.name}: its server combines "
                             "individual uplinks (its own aggregate), not their n_k-weighted sum")
+
+    def wire(self, schema: WireSchema) -> WireSchema:
+        """Every floating-point uplink tensor goes out as int64 ring elements."""
+        masked = {n: torch.int64 for n in schema.uplink if schema.dtype("uplink", n).is_floating_point}
+        return replace(schema, dtypes={**schema.dtypes, "uplink": {**schema.dtypes.get("uplink", {}), **masked}})
 
     def on_uplink(self, up: Payload, down: Payload, ctx: ClientContext) -> Payload:
         weight = float(ctx.samples if ctx.samples is not None and self.weighted else 1)

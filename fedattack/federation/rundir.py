@@ -33,7 +33,8 @@ if TYPE_CHECKING:
     from fedattack.federation.transcript_io import TranscriptReader
     from fedattack.target import Target
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the wire schema gives each tensor's dtype besides its shape
+READABLE = (1, 2)
 MANIFEST = "federation.json"
 
 
@@ -108,9 +109,9 @@ class Federation:
         if not isinstance(self.manifest, dict) or "schema_version" not in self.manifest:
             raise UserError(f"{self.path} is not a fedattack run directory (no schema version)")
         version = self.manifest["schema_version"]
-        if version != SCHEMA_VERSION:
+        if version not in READABLE:
             raise UserError(f"{self.path} has run-directory schema {version}, this fedattack reads "
-                            f"{SCHEMA_VERSION}; re-train it with this version")
+                            f"{' and '.join(map(str, READABLE))}; re-train it with this version")
         if self.manifest.get("complete") is not True:
             raise UserError(f"{self.path} is incomplete (training did not finish); train it again")
         trust.check_manifest(self.path / MANIFEST, self.manifest)

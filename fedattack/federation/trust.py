@@ -5,8 +5,9 @@ code (JSON and `torch.load(weights_only=True)` only); beyond that, nothing it sa
 until checked here: no path leaves the directory (no symbolic links, no `..`, no absolute
 paths), every file is listed in the manifest with its size and checksum and nothing else is
 there, the manifest has the structure this version writes, each recorded tensor has the name,
-shape and dtype the manifest's wire schema declares, and the partition's indices are in range,
-disjoint and complete. Each refusal is one line that names the file and what is wrong.
+shape and dtype the manifest's wire schema declares (a run directory of schema 1 declared shapes
+only, and its tensors were floating point), and the partition's indices are in range, disjoint
+and complete. Each refusal is one line that names the file and what is wrong.
 The checksums are unkeyed SHA-256: they catch damage, not a forger who rewrites the manifest.
 """
 
@@ -81,10 +82,28 @@ def check_manifest(path: Path, manifest: Any) -> None:
             raise refuse(path, f"has no valid size and checksum for {rel!r}")
     schema = manifest["wire_schema"]
     for kind in ("downlink", "uplink"):
-        shapes = schema.get(kind)
-        if not isinstance(shapes, dict) or not all(
-                isinstance(s, list) and all(_nonneg_int(v) for v in s) for s in shapes.values()):
+        entries = schema.get(kind)
+        if not isinstance(entries, dict) or not all(_tensor_entry(e) for e in entries.values()):
             raise refuse(path, f"has a malformed {kind} wire schema")
+
+
+WIRE_DTYPES = {str(d).removeprefix("torch."): d for d in (
+    torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.uint8, torch.int8, torch.int16,
+    torch.int32, torch.int64, torch.bool)}
+
+
+def _tensor_entry(entry: object) -> bool:
+    """A wire schema entry: {"shape": [...], "dtype": "float32"}, or (schema 1) a bare shape."""
+    if isinstance(entry, dict) and set(entry) == {"shape", "dtype"}:
+        return _tensor_entry(entry["shape"]) and entry["dtype"] in WIRE_DTYPES
+    return isinstance(entry, list) and all(_nonneg_int(v) for v in entry)
+
+
+def declared_tensor(entry: Any) -> tuple[list[int], torch.dtype | None]:
+    """(shape, dtype) of a checked wire schema entry; dtype None: any floating point (schema 1)."""
+    if isinstance(entry, dict):
+        return entry["shape"], WIRE_DTYPES[entry["dtype"]]
+    return entry, None
 
 
 def _fields(path: Path, table: dict[str, Any], types: dict[str, type]) -> None:
@@ -120,15 +139,18 @@ def check_index(path: Path, index: Any, files: Mapping[str, Any], num_clients: i
 
 def check_payload(where: str, kind: str, payload: Mapping[str, torch.Tensor],
                   schema: Mapping[str, Any]) -> None:
-    """A recorded payload against the manifest's wire schema: names, shapes, a float dtype."""
+    """A recorded payload against the manifest's wire schema: names, shapes and dtypes."""
     declared = schema.get(kind, {})
     for name, t in payload.items():
         if name not in declared:
             raise refuse(where, f"carries {name!r}, which the {kind} wire schema does not declare")
-        if list(t.shape) != list(declared[name]):
-            raise refuse(where, f"has {name!r} of shape {list(t.shape)}, the schema says {declared[name]}")
-        if not t.is_floating_point():
+        shape, dtype = declared_tensor(declared[name])
+        if list(t.shape) != list(shape):
+            raise refuse(where, f"has {name!r} of shape {list(t.shape)}, the schema says {shape}")
+        if dtype is None and not t.is_floating_point():
             raise refuse(where, f"has {name!r} of dtype {t.dtype}, not a floating-point tensor")
+        if dtype is not None and t.dtype != dtype:
+            raise refuse(where, f"has {name!r} of dtype {t.dtype}, the schema says {dtype}")
         check_finite(where, name, t)
 
 

@@ -1,5 +1,5 @@
-"""WAFFLe's hand-written batched step (`executor_plugins/_ibp_fast.py`) computes the same
-gradients as autograd on `local_loss`, trains the same federation as the vmap path and the
+"""WAFFLe's kernel (`targets/waffle/kernel.py`) computes the same gradients as autograd on
+`local_loss`, trains the same federation as the vmap path and the
 sequential executor under both recipes, and is deterministic whatever the grouping of clients."""
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ import pytest
 import torch
 
 from fedattack import optim
-from fedattack.federation.executor_plugins._ibp_fast import IBPRun, ibp_spec
 from fedattack.federation.executor_plugins._stacked import TrainRequest
 from fedattack.federation.executor_plugins.batched import BatchedExecutor
 from fedattack.federation.executors import ClientJob, Executor, make_executor
-from fedattack.target import ClientContext, LocalData, Recipe, State, Target
+from fedattack.target import ClientContext, LocalData, LocalProblem, Recipe, State, Target
+from fedattack.targets.waffle.kernel import IBPRun, IBPStepSpec, WaffleKernel
 from fedattack.training import Batch, sequential_train
 from tests.conftest import build
 from tests.targets.test_waffle_recipe import uneven_clients
@@ -30,6 +30,12 @@ HYPERS = [{},  # literal: SGD, constant temperature, no fine-tuning
           {"recipe": "ibp-wf", "temperature_start": 5.0},  # Adam, annealing, fine-tuning
           {"recipe": "ibp-wf", "optimizer": "adam-selection", "temperature_clock": "round"},
           {"recipe": "ibp-wf", "optimizer": "adam-selection", "kl_weight": 0.1}]  # a weaker KL
+
+
+def ibp_spec(target: Target, problem: LocalProblem) -> IBPStepSpec | None:
+    """What WAFFLe's kernel knows of the loss, if the method hands the problem to that kernel."""
+    kernel = target.step_kernel(problem)
+    return kernel.spec if isinstance(kernel, WaffleKernel) else None
 
 
 def _problems(target: Target, datas: list[LocalData]) -> list:  # type: ignore[type-arg]
@@ -160,7 +166,7 @@ def test_waffle_stacks_train_in_threads_only_when_each_gets_enough_clients(clien
                                                                           chunks: list[int]) -> None:
     """With two torch threads a plain MLP's clients split over two Python threads at any size,
     but WAFFLe's step, holding the GIL for ~95 small operations a step, keeps a stack of 10 whole
-    (torch's threads work inside its products instead); see CPU_IBP_THREAD_MIN."""
+    (torch's threads work inside its products instead); see the kernel's THREAD_MIN."""
     data = uneven_clients()[0]
     waffle, fedavg = build("waffle-ibp", {}, recipe=RECIPE), build("fedavg", {}, recipe=RECIPE)
     ctx = ClientContext(1, 0, 3, sequential_train)
@@ -171,7 +177,7 @@ def test_waffle_stacks_train_in_threads_only_when_each_gets_enough_clients(clien
         for name, target in (("waffle", waffle), ("fedavg", fedavg)):
             problem = _problems(target, [data])[0]
             reqs = [TrainRequest(target, problem, data, ctx)] * clients
-            sizes[name] = [len(c) for c in BatchedExecutor()._chunks(reqs, list(range(clients)))]
+            sizes[name] = [len(c.members) for c in BatchedExecutor()._chunks(reqs, list(range(clients)))]
     finally:
         torch.set_num_threads(before)
     assert sizes["waffle"] == chunks
@@ -179,10 +185,10 @@ def test_waffle_stacks_train_in_threads_only_when_each_gets_enough_clients(clien
 
 
 def test_floor_on_log_pi_changes_no_bit(monkeypatch: pytest.MonkeyPatch) -> None:
-    """`ibp_grad.LOG_P_MIN` keeps exp's results out of the subnormals; pi is clamped to
+    """`selection.LOG_P_MIN` keeps exp's results out of the subnormals; pi is clamped to
     PROB_EPS after it, so the floor must leave b and every gradient as they were without it.
     Sticks of 120 small v take log pi far below the floor (and below float32's subnormal edge)."""
-    from fedattack.models import ibp_grad
+    from fedattack.targets.waffle import selection as ibp_grad
 
     gen = torch.Generator().manual_seed(0)
     c, f = 4, 120
