@@ -21,7 +21,6 @@ from fedattack.attacks.view import Observation
 from fedattack.federation.executors import ClientJob, make_executor
 from fedattack.rng import derive_seed, generator, numpy_rng
 from fedattack.target import ClientContext, LocalData, State, Target
-from fedattack.training import sequential_train
 from fedattack.wire import SERVER, Message, Payload
 
 if TYPE_CHECKING:
@@ -77,7 +76,7 @@ class ShadowModels:
 
     def train(self, start: Observation, datas: list[ShadowData], solo_deployed: bool) -> list[Shadow]:
         executor = make_executor(self.executor_name)
-        trainer = getattr(executor, "trainer", sequential_train)
+        trainer = executor.trainer
         rnd = start.round or 0
         jobs, servers = [], []
         for j, data in enumerate(datas):

@@ -85,9 +85,10 @@ def runs_native(spec: IBPStepSpec, params: State) -> bool:
 
 
 def native_statistics(target: Target, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """(mean, std) per channel for the native gather, if the target normalises as the base class
-    does (else the round's input is normalised by the target, as without `native`)."""
-    if type(target).normalized is not Target.normalized or x.dtype != torch.float32 or x.device.type != "cpu":
+    """(mean, std) per channel for the native gather, if the target declares that it normalises
+    as the contract does (`plain_normalization`; else the round's input is normalised by the
+    target, as without `native`)."""
+    if not target.plain_normalization or x.dtype != torch.float32 or x.device.type != "cpu":
         return None
     channels = x.shape[1] if x.dim() == 4 else 1
     norm = target.ctx.normalization
