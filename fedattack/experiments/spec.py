@@ -19,7 +19,7 @@ naming it, because a misspelt key that is silently ignored gives a plausible wro
     seeds = [0, 1]                    # or: seed = 0
     dataset = "digits"    model = "digits-mlp"   clients = 20   rounds = 20   fraction = 0.1
     epochs = 5   batch-size = 10   lr = 0.04   record = "auto"   eval-every = 1
-    executor = "sequential"   partition-options = {...}   hyper = {...}
+    executor = "batched"   partition-options = {...}   hyper = {...}   # [default: batched]
     defences = ["clip:max_norm=0.5"]  # as --defence on the CLI (or {name = "clip", settings = {...}})
     [federation.grid]                 # every combination of these values (`fedattack.experiments.grid`)
     lr = [0.05, 0.1]

@@ -46,7 +46,7 @@ class Chunk:
 
 @EXECUTORS.register("batched")
 class BatchedExecutor:
-    """All sampled clients of a round at once (vmap over stacked parameters); CPU or GPU."""
+    """All sampled clients of a round at once (the method's step kernel, else vmap); the default; CPU or GPU."""
 
     trainer = staticmethod(sequential_train)
     options: frozenset[str] = frozenset()  # kernel options (`batched-native`: "native")
