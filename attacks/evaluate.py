@@ -190,7 +190,8 @@ def attack_victim(case: VictimCase, attacks: list[Attack], spec: EvaluationSpec,
     strategies = resolve(spec.reconstruction, target, obs.parts(), tm.attacks_deployed)
     if not strategies:
         note = (f"no reconstruction strategy rebuilds a {target.name} model from what the {tm.name} "
-                f"observes ({', '.join(sorted(obs.parts())) or 'nothing'} of round {obs.round})")
+                f"observes ({', '.join(sorted(obs.parts())) or 'nothing'} of round {obs.round})"
+                + (f": {target.uplinks_hidden}" if target.uplinks_hidden else ""))
         return [skip(a, case, spec.seed, out, ctx, note, bar) for a in attacks]
     bar.total += len(attacks) * (len(strategies) - 1)
     written: list[Path | Deferred] = []

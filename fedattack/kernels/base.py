@@ -73,6 +73,10 @@ class StepKernel:
         """How the executor should split clients for this kernel (one stack by default)."""
         return Chunking()
 
+    def prepare(self, options: frozenset[str]) -> None:
+        """Called by the executor before it hands out a round's stacks, in its own thread: what
+        must happen once before stacks train side by side (a compiled variant built)."""
+
     def train(self, stack: Stack) -> None:
         """Every local step of every stacked client, in place on `stack.params`."""
         raise NotImplementedError

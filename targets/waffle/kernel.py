@@ -90,6 +90,10 @@ class WaffleKernel(StepKernel):
             return Chunking(group=NATIVE_GROUP, thread_min=NATIVE_THREAD_MIN)
         return Chunking(group=GROUP, thread_min=THREAD_MIN)
 
+    def prepare(self, options: frozenset[str]) -> None:
+        if "native" in options:  # built once per process, before stacks train in threads
+            ibp_native.library()
+
     def train(self, stack: Stack) -> None:
         ibp_steps(stack.target, self.spec, stack.active, stack.params, stack.consts, stack.noise, stack.x,
                   stack.y, stack.rows, stack.weights, "native" in stack.options)
@@ -225,7 +229,7 @@ class IBPRun:
             return
         for layer, opt in self.sel_opt.items():
             if isinstance(opt, optim.SGD):
-                v.sel[layer].sub_(v.sel_grad[layer], alpha=opt.lr)
+                optim.sgd_fused_(v.sel[layer], v.sel_grad[layer], opt.lr)
             else:
                 optim.step_(opt, v.sel[layer], v.sel_grad[layer], v.sel_states[layer], s + 1)
 

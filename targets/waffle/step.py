@@ -89,7 +89,5 @@ def _vector_step(out: State, name: str, param: torch.Tensor, grad: torch.Tensor,
     opt = opts[name]
     if not isinstance(opt, optim.SGD):
         out[name] = grad if factor is None else grad * factor
-    elif factor is None:
-        param.sub_(grad, alpha=opt.lr)
     else:
-        param.addcmul_(grad, factor, value=-opt.lr)
+        optim.sgd_fused_(param, grad, opt.lr, factor)

@@ -43,4 +43,4 @@ def test_every_defence_trains_and_is_evaluated(defence: str, tmp_path: Path) -> 
     seen = [r for r in results if r["threat_model"] == "eavesdropper"]
     assert all(r["applicable"] != masks for r in seen), [r["note"] for r in seen]
     if masks:
-        assert all("no reconstruction strategy" in r["note"] for r in seen)
+        assert all("no reconstruction strategy" in r["note"] and "masks every uplink" in r["note"] for r in seen)

@@ -60,7 +60,7 @@ class BatchedExecutor:
         self.group_size = group_size  # clients trained together at most (None: all of them)
         self.eval_inputs = InputCache()  # the clients' test inputs, prepared once (see _evaluate)
         if self.device.type == "cuda" and not torch.cuda.is_available():
-            raise UserError(f"device {device!r} was asked for but CUDA is not available; use --device cpu")
+            raise UserError(f"--device {device} was asked for but CUDA is not available; use --device cpu")
 
     def run(self, target: Target, jobs: list[ClientJob]) -> list[tuple[Payload, State]]:
         if not target.batchable or len(jobs) < 2:
@@ -88,6 +88,8 @@ class BatchedExecutor:
         (on a CPU; a GPU, and vmap, take every client at once) and `cpu_workers` allows."""
         first = requests[members[0]]
         kernel = first.target.step_kernel(first.problem) if self.fast else None
+        if kernel is not None:
+            kernel.prepare(self.options)
         chunking = kernel.chunking(self.options) if kernel is not None else None
         group = chunking.group if chunking is not None and self.device.type == "cpu" else None
         cap = self.group_size or group or len(members)
