@@ -162,7 +162,7 @@ def test_native_gather_is_normalise_pad_and_index_select_bit_for_bit(ones: bool)
 @pytest.mark.parametrize(("clients", "chunks"), [(10, [10]), (20, [20]), (50, [25, 25]), (60, [30, 30])])
 def test_native_stacks_are_larger(clients: int, chunks: list[int]) -> None:
     """Its compiled step releases the GIL and pays less per stack, so it keeps up to 50 clients
-    in a stack, and splits over two threads only when each gets 25 (CPU_IBP_NATIVE_*)."""
+    in a stack, and splits over two threads only when each gets 25 (the kernel's NATIVE_*)."""
     from fedattack.federation.executor_plugins._stacked import TrainRequest
     from fedattack.target import ClientContext
     from fedattack.training import sequential_train
