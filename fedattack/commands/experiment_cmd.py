@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from fedattack.commands.options import data_root_option
+from fedattack.commands.options import data_root_option, plugin_option
 
 if TYPE_CHECKING:
     from fedattack.experiments.plan import EvalJob
@@ -46,25 +46,27 @@ def reporter(inputs: Sequence[Path], out: Path, exp: Any) -> Path:
 
 def run_named(name_or_file: str, out: str | None, data_root: str | None, download: bool, quiet: bool,
               report: bool = True, backend: str = "local", workers: int | None = None,
-              address: str | None = None) -> Any:
+              address: str | None = None, plugins: Sequence[str] = (), max_cells: int | None = None) -> Any:
     """Resolve, run and summarise an experiment (shared with `fedattack quickstart`)."""
     import torch
 
     from fedattack.experiments import resolve
     from fedattack.experiments.backends import make_backend
-    from fedattack.experiments.runner import run_experiment
+    from fedattack.experiments.grid import MAX_CELLS
+    from fedattack.experiments.runner import check_out, run_experiment
 
     # The papers' models are small: one intra-op thread is faster than several, and on a shared
     # 2-core machine several threads per process thrash (measured: 10x slower under load).
     torch.set_num_threads(1)
-    exp = resolve(name_or_file)
-    check_attacks_and_papers(exp)
-    runner = make_backend(backend, workers, address)
+    exp = check_attacks_and_papers(resolve(name_or_file, max_cells or MAX_CELLS))
     folder = Path(out or Path("experiments") / exp.name)
+    check_out(folder)  # before a backend starts: a refused --out leaves nothing behind
+    runner = make_backend(backend, workers, address)
     click.echo(f"experiment {exp.name}: {exp.description}".rstrip(": "))
     summary = run_experiment(exp, folder, evaluate=make_evaluator(data_root, not quiet and runner.in_process),
                              report=reporter if report else None, data_root=data_root, download=download,
-                             echo=click.echo, progress=not quiet, backend=runner)
+                             echo=click.echo, progress=not quiet, backend=runner,
+                             plugins=tuple(str(Path(p).resolve()) for p in plugins))
     click.echo(f"done in {summary.seconds:.0f}s: trained {summary.trained} federation(s) "
                f"(reused {summary.reused_runs}), ran {summary.evaluated} evaluation(s) "
                f"(reused {summary.reused_results})")
@@ -76,20 +78,31 @@ def run_named(name_or_file: str, out: str | None, data_root: str | None, downloa
     return summary
 
 
-def check_attacks_and_papers(exp: Any) -> None:
+def check_attacks_and_papers(exp: Any) -> Any:
     """Refuse unknown attacks, threat models, attack settings and paper tables before anything
-    trains (the runner, which imports neither attacks nor reports, found them only afterwards)."""
+    trains (the runner, which imports neither attacks nor reports, found them only afterwards);
+    returns the experiment with each attack setting as the attacks type it (`shadows = 1.0` is
+    `shadows = 1`), so that equal evaluations have one address and run once."""
+    import dataclasses
+
     from fedattack.attacks.request import build_attacks, names
     from fedattack.registry import ATTACKS, THREAT_MODELS
     from fedattack.reports.paper_numbers import lookup
 
+    evaluations = []
     for ev in exp.evaluations:
+        typed: dict[str, Any] = {}
         for spec in ev.specs():
             for name in names(spec.threat_models, THREAT_MODELS.names()):
                 THREAT_MODELS.get(name)
-            build_attacks(names(spec.attacks, ATTACKS.names()), spec.settings)
+            for attack in build_attacks(names(spec.attacks, ATTACKS.names()), spec.settings):
+                for key in spec.settings:
+                    if hasattr(attack.settings, key.replace("-", "_")):
+                        typed.setdefault(key, getattr(attack.settings, key.replace("-", "_")))
+        evaluations.append(dataclasses.replace(ev, settings={**ev.settings, **typed}))
     for key in exp.reproduces:
         lookup(key)
+    return dataclasses.replace(exp, evaluations=tuple(evaluations))
 
 
 @click.group("experiment")
@@ -134,11 +147,16 @@ def show_command(name_or_file: str) -> None:
               help="Cells at once [default: this machine's cores; ray: the cluster's CPUs].")
 @click.option("--address", default=None, help="--backend ray: the cluster to join (e.g. auto, or HOST:6379); "
               "without it a local Ray instance is started.")
+@click.option("--max-cells", type=click.IntRange(min=1), default=None,
+              help="The most federations, or evaluations, the experiment may have [default: 10,000]; "
+                   "a larger grid is refused before anything is made.")
+@plugin_option("a defence, method, model, attack or threat model the experiment names (every worker loads it)")
 def run_command(name_or_file: str, out: str | None, data_root: str | None, download: bool,
-                no_report: bool, quiet: bool, backend: str, workers: int | None, address: str | None) -> None:
+                no_report: bool, quiet: bool, backend: str, workers: int | None, address: str | None,
+                max_cells: int | None, plugins: tuple[str, ...]) -> None:
     """Run NAME_OR_FILE end to end, skipping cells whose outputs already exist."""
     summary = run_named(name_or_file, out, data_root, download, quiet, report=not no_report, backend=backend,
-                        workers=workers, address=address)
+                        workers=workers, address=address, plugins=plugins, max_cells=max_cells)
     if summary.report is not None:
         click.echo(f"report: {summary.report.with_name('report.html')}  (and {summary.report.name} beside it)")
 
