@@ -75,7 +75,8 @@ def table(now_log: Path, now_xml: Path, before_log: Path, before_xml: Path) -> s
             outcome = f"fixed by {added_by(test.split('::')[0])} (before: {said[:160]})"
         counts["held" if outcome == "held" else outcome.split(" (")[0]] += 1
         counts["inputs"] += 1
-        rows.append(f"| `{cell(test.split('::')[-1])}` | `fedattack {cell(' '.join(last['args']))[:150]}` | "
+        command = " ".join(last["args"]) if last["args"][0] == "python:" else "fedattack " + " ".join(last["args"])
+        rows.append(f"| `{cell(test.split('::')[-1])}` | `{cell(command)[:160]}` | "
                     f"{last['code']} | {cell(last['line'] or '(nothing)')[:220]} | "
                     f"{cell(checks[-1]) if checks else '-'} | {cell(outcome)} |")
     summary = ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
