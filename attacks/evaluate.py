@@ -109,6 +109,7 @@ def _evaluate_into(fed: Federation, spec: EvaluationSpec, out: Path, data_root: 
     except DatasetMissing as exc:  # evaluate never downloads: say where the data must be instead
         raise exc.with_hint("point --data-root / FEDATTACK_DATA at the folder the run was trained "
                             "from (evaluate never downloads)") from None
+    fed.check_dataset(dataset)  # the manifest's input shape, classes and size are the data's
     partition = fed.partition()
     pools = split_pools(dataset, spec.aux_size, spec.eval_size, spec.seed)
     shared = shared_truth(fed, target, dataset, pools, spec)
