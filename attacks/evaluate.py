@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -77,6 +78,7 @@ def evaluate_run(run_dir: str | Path | Federation, spec: EvaluationSpec, out: st
     if why and diverged == "refuse":
         raise UserError(f"{fed.path} {why}, train it again with a smaller --lr")
     with terminate_as_interrupt(), PidLock(out.parent / f".{out.name}.lock", f"evaluating into {out}"):
+        clear_leftovers(out)  # under the lock, a staging folder can only be a killed evaluation's
         stage = staging_dir(out)
         try:
             written = (_not_applicable_into(fed, spec, stage, why) if why
@@ -84,6 +86,16 @@ def evaluate_run(run_dir: str | Path | Federation, spec: EvaluationSpec, out: st
             return publish(stage, out, written)
         finally:
             shutil.rmtree(stage, ignore_errors=True)
+
+
+def clear_leftovers(out: Path) -> None:
+    """Remove the staging folders an evaluation killed with SIGKILL left beside `out`, and say so."""
+    stale = sorted(out.parent.glob(f".{out.name}.partial-*")) if out.parent.is_dir() else []
+    for folder in stale:
+        shutil.rmtree(folder, ignore_errors=True) if folder.is_dir() else folder.unlink(missing_ok=True)
+    if stale:
+        print(f"note: removed {len(stale)} staging folder(s) an earlier evaluation into {out} left when it was "
+              f"killed ({stale[0].name})", file=sys.stderr)
 
 
 def publish(stage: Path, out: Path, written: list[Path]) -> list[Path]:

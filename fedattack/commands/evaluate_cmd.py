@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
-from collections.abc import Callable, Iterable
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -125,7 +128,8 @@ def evaluate_command(run_dir: str, threat_models: tuple[str, ...], attacks: tupl
 
     fed = Federation(run_dir)  # opened (and every file checked) once, for the resume and the attacks
     spec = remaining(spec, fed, previous)
-    written = evaluate_run(fed, spec, out_dir, data_root=data_root, progress=not quiet) if spec.victims else []
+    with kept_intact(previous):  # --resume re-runs a victim whole: its results already there stay as they were
+        written = evaluate_run(fed, spec, out_dir, data_root=data_root, progress=not quiet) if spec.victims else []
     remove_results(p for p in replaced if p not in written)  # --force: only once the new ones are in
     every = result_files(out_dir)  # the summary covers the whole folder, old results included
     write_summary(out_dir / "summary.json", every)
@@ -164,6 +168,12 @@ def claim_folder(folder: Path, resume: bool, force: bool) -> list[Path]:
     evaluation loses nothing."""
     if resume and force:
         raise UserError("--resume keeps the results in --out, --force replaces them: pass one")
+    from fedattack.federation.claim import writer_of
+
+    other = writer_of(folder.parent / f".{folder.name}.lock")  # checked again under the lock itself
+    if other is not None:
+        raise UserError(f"another fedattack process (pid {other}) is evaluating into {folder}; wait for it "
+                        "or choose another --out")
     summary = folder / "summary.json"
     if summary.exists() and _schema(summary) != SUMMARY_SCHEMA:
         raise UserError(f"{summary} is not a fedattack summary and evaluate writes its summary there; "
@@ -173,6 +183,33 @@ def claim_folder(folder: Path, resume: bool, force: bool) -> list[Path]:
         raise UserError(f"{folder} already holds {len(found)} result(s); pass --resume to add to them "
                         "(victims already evaluated are skipped) or --force to replace them")
     return found
+
+
+@contextlib.contextmanager
+def kept_intact(previous: list[Path]) -> Iterator[None]:
+    """The results (and artifact folders) in `previous` are put back as they were after the block:
+    a victim evaluated again (one of its results was missing or truncated) must not rewrite its
+    other results. Copies wait in a hidden folder beside them, removed afterwards."""
+    if not previous:
+        yield
+        return
+    folder = previous[0].parent
+    aside = Path(tempfile.mkdtemp(prefix=f".{folder.name}.kept-", dir=folder.parent))
+    try:
+        for path in previous:
+            shutil.copy2(path, aside / path.name)
+            if path.with_suffix("").is_dir():
+                shutil.copytree(path.with_suffix(""), aside / path.stem, symlinks=True)
+        yield
+        for path in previous:
+            if path.read_bytes() != (aside / path.name).read_bytes():
+                if path.with_suffix("").is_dir():
+                    shutil.rmtree(path.with_suffix(""))
+                if (aside / path.stem).is_dir():
+                    os.replace(aside / path.stem, path.with_suffix(""))
+                os.replace(aside / path.name, path)
+    finally:
+        shutil.rmtree(aside, ignore_errors=True)
 
 
 def remove_results(paths: Iterable[Path]) -> None:

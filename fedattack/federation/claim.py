@@ -98,6 +98,12 @@ class PidLock:
             pass
 
 
+def writer_of(lock: Path) -> int | None:
+    """The pid of another live process holding `lock` (a PidLock's file), or None."""
+    other = _pid_in(lock) if lock.exists() else None
+    return other if other is not None and other != os.getpid() and _alive(other) else None
+
+
 def refuse_dangerous(out: Path) -> None:
     """An output must not be the current directory, one of its parents, or a filesystem root."""
     target, here = out.resolve(), Path.cwd().resolve()
