@@ -70,6 +70,9 @@ def parse_victims(victims: str | int | Sequence[str | int], fed: Federation, see
 def random_victims(fed: Federation, count: str, seed: int) -> list[int]:
     if not count.isdigit() or int(count) < 1:
         raise UserError(f"random:{count} needs a positive count, e.g. random:5")
+    if int(count) > fed.num_clients:
+        raise UserError(f"random:{count} asks for {int(count)} victims, but this federation has {fed.num_clients} "
+                        f"clients; pass random:{fed.num_clients} or all")
     seen = sorted(set(fed.transcript().clients())) or list(range(fed.num_clients))
     k = min(int(count), len(seen))
     return sorted(int(c) for c in numpy_rng(seed, "victims").choice(seen, size=k, replace=False))
