@@ -46,8 +46,8 @@ def replay(run: Path, out: Path, partition: str | None) -> Path:
 
 @pytest.mark.usefixtures("isolated_registries")
 def test_a_recorded_fedavg_is_compared_with_fedattacks_own(tmp_path: Path) -> None:
-    from reports.collect import collect
-    from reports.verdict_section import lead_lines
+    from fedattack.reports.collect import collect
+    from fedattack.reports.verdict_section import lead_lines
 
     spec = tiny_spec(num_clients=4, fraction=1.0, rounds=2, partition="iid", normalize="none",
                      recipe=Recipe(epochs=1, batch_size=16, lr=0.1))
