@@ -203,3 +203,35 @@ def test_a_cell_whose_worker_is_killed_runs_again(tmp_path: Path) -> None:
         sorted(p.name for p in (tmp_path / "runs").iterdir() if "-s" in p.name and not p.name.startswith("attempt"))
     assert not [p for p in (tmp_path / "runs").iterdir() if p.name.startswith(".")]  # nothing staged is left
 
+
+
+PLUGIN = Path(__file__).resolve().parents[1] / "examples" / "clip_defence.py"
+
+
+def plugin_probe(spec, out, *args):  # type: ignore[no-untyped-def]
+    """Says in which process the cell ran and whether the plugin's defence was registered there;
+    waits (up to a minute) until cells have run in two processes, so the spawned worker gets one."""
+    from fedattack.defences import DEFENCES
+
+    Path(out).mkdir(parents=True)
+    seen = {"pid": os.getpid(), "registered": "clip-uplink" in DEFENCES.registered()}
+    (Path(out) / "where.tmp").write_text(json.dumps(seen))
+    os.replace(Path(out) / "where.tmp", Path(out) / "where.json")
+    deadline = time.monotonic() + 60
+    while len({s["pid"] for s in where_cells_ran(Path(out).parent.parent)}) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+@pytest.mark.usefixtures("isolated_registries")
+def test_every_worker_loads_the_plugin_files_the_command_was_given(tmp_path: Path) -> None:
+    """`experiment run --plugin FILE` (issue #39): a cell in a spawned worker finds the plugin's defence."""
+    from fedattack.registry import load_plugin_file
+
+    load_plugin_file(str(PLUGIN))
+    stack = 'defences = ["clip-uplink:max_norm=0.5"]\n'
+    with_plugin = TWO_FEDERATIONS.replace("[federation.grid]", stack + "[federation.grid]")
+    exp = parse(tomllib.loads(with_plugin))
+    run_experiment(exp, tmp_path, evaluate=None, report=None, train=plugin_probe, echo=lambda _: None,
+                   progress=False, backend=make_backend("local", 2), plugins=(str(PLUGIN),))
+    seen = where_cells_ran(tmp_path)
+    assert len({s["pid"] for s in seen}) == 2 and all(s["registered"] for s in seen), seen

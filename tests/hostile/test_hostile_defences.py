@@ -83,3 +83,26 @@ def test_an_audit_runs_a_users_defence_from_its_plugin_file(ws: Workspace, plugi
     again = ws.fedattack("audit", "run", "--plugin", "clip_defence.py", "--canaries", "8", "--out", "audit.json",
                          "--overwrite")
     assert again.code == 0, again.err  # an earlier audit is replaced when asked
+
+
+EXPERIMENT = ('[[federation]]\nmethod = "fedavg"\ndataset = "digits"\nrounds = 1\nclients = 4\n'
+              'defences = ["clip-uplink:max_norm=0.5"]\n')
+
+
+def test_an_experiment_naming_a_plugin_defence_without_the_plugin_is_refused(ws: Workspace) -> None:
+    (ws.root / "exp.toml").write_text(EXPERIMENT)
+    ws.seal()
+    refused(ws.fedattack("experiment", "run", "exp.toml", "--out", "exp", "--quiet"), "unknown defence 'clip-uplink'")
+    ws.unchanged()
+
+
+@pytest.mark.usefixtures("isolated_registries")
+def test_an_experiment_runs_a_users_defence_from_its_plugin_file(ws: Workspace) -> None:
+    """`experiment run --plugin` (issue #39: it had none, so a user's defence could not be swept)."""
+    (ws.root / "exp.toml").write_text(EXPERIMENT)
+    shutil.copy(EXAMPLES / "clip_defence.py", ws.root / "clip_defence.py")
+    done = ws.fedattack("experiment", "run", "exp.toml", "--out", "exp", "--quiet", "--no-report",
+                        "--backend", "sequential", "--plugin", "clip_defence.py")
+    assert done.code == 0, done.err
+    (run,) = (ws.root / "exp" / "runs").iterdir()
+    assert [d["name"] for d in json.loads((run / "federation.json").read_text())["defences"]] == ["clip-uplink"]
