@@ -111,21 +111,19 @@ class TranscriptReader:
             msgs.append(Message(e["round"], e["sender"], e["receiver"], e["kind"], payload, e.get("samples")))
         return Transcript(msgs)
 
-    def verify_all(self) -> None:
+    def verify_all(self, finite: bool = True) -> None:
         """Check every round file as `load` would (tensors only, the index's names and shapes, the
-        wire schema, finite values), one file in memory at a time."""
+        wire schema, and `finite` values), one file in memory at a time."""
         by_file: dict[str, list[dict[str, Any]]] = {}
         for e in self.index:
             by_file.setdefault(e["file"], []).append(e)
         for name, entries in by_file.items():
-            self._check_file(name, entries)
+            store = load_tensors(self.folder / name)
+            for e in entries:
+                self._payload(e, store, finite)
 
-    def _check_file(self, name: str, entries: list[dict[str, Any]]) -> None:
-        store = load_tensors(self.folder / name)
-        for e in entries:
-            self._payload(e, store)
-
-    def _payload(self, e: dict[str, Any], store: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    def _payload(self, e: dict[str, Any], store: dict[str, torch.Tensor],
+                 finite: bool = True) -> dict[str, torch.Tensor]:
         """One message's tensors from its round file, checked against the index and the schema."""
         payload = {}
         for tname, info in e["tensors"].items():
@@ -133,7 +131,7 @@ class TranscriptReader:
             if t is None or list(t.shape) != info.get("shape"):
                 raise UserError(f"{self.folder / e['file']} does not match the transcript index; re-create the run")
             payload[tname] = t
-        trust.check_payload(f"{self.folder / e['file']}", e["kind"], payload, self.schema)
+        trust.check_payload(f"{self.folder / e['file']}", e["kind"], payload, self.schema, finite)
         return payload
 
     def clients(self) -> list[int]:

@@ -144,8 +144,9 @@ def check_index(path: Path, index: Any, files: Mapping[str, Any], num_clients: i
 
 
 def check_payload(where: str, kind: str, payload: Mapping[str, torch.Tensor],
-                  schema: Mapping[str, Any]) -> None:
-    """A recorded payload against the manifest's wire schema: names, shapes, a float dtype."""
+                  schema: Mapping[str, Any], finite: bool = True) -> None:
+    """A recorded payload against the manifest's wire schema: names, shapes, a float dtype, and
+    (`finite`: unless the run says it diverged) finite values."""
     declared = schema.get(kind, {})
     for name, t in payload.items():
         if name not in declared:
@@ -154,10 +155,12 @@ def check_payload(where: str, kind: str, payload: Mapping[str, torch.Tensor],
             raise refuse(where, f"has {name!r} of shape {list(t.shape)}, the schema says {declared[name]}")
         if not t.is_floating_point():
             raise refuse(where, f"has {name!r} of dtype {t.dtype}, not a floating-point tensor")
-        check_finite(where, name, t)
+        if finite:
+            check_finite(where, name, t)
 
 
-def check_state(where: Path | str, state: Mapping[str, torch.Tensor], schema: Mapping[str, Any]) -> None:
+def check_state(where: Path | str, state: Mapping[str, torch.Tensor], schema: Mapping[str, Any],
+                finite: bool = True) -> None:
     """The server state against the wire schema: every tensor the downlink or uplink also
     carries has the shape declared there, and every tensor is floating point and finite (a
     forged state would otherwise fail deep inside the model)."""
@@ -169,7 +172,8 @@ def check_state(where: Path | str, state: Mapping[str, torch.Tensor], schema: Ma
             raise refuse(where, f"has {name!r} of shape {list(t.shape)}, the wire schema says {declared[name]}")
         if not t.is_floating_point():
             raise refuse(where, f"has {name!r} of dtype {t.dtype}, not a floating-point tensor")
-        check_finite(where, name, t)
+        if finite:
+            check_finite(where, name, t)
 
 
 def check_dataset(path: Path, manifest: Mapping[str, Any], dataset: Any) -> None:
