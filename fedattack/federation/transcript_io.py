@@ -120,7 +120,10 @@ class TranscriptReader:
         for name, entries in by_file.items():
             store = load_tensors(self.folder / name)
             for e in entries:
-                self._payload(e, store, finite)
+                self._payload(e, store, finite=False)
+            if finite:  # each stored tensor once (a broadcast is one tensor for every client)
+                for key, t in store.items():
+                    trust.check_finite(self.folder / name, key, t)
 
     def _payload(self, e: dict[str, Any], store: dict[str, torch.Tensor],
                  finite: bool = True) -> dict[str, torch.Tensor]:
