@@ -168,8 +168,10 @@ def check_state(where: Path | str, state: Mapping[str, torch.Tensor], schema: Ma
     if declared and state and not set(state) & set(declared):
         raise refuse(where, "holds none of the tensors the wire schema declares")
     for name, t in state.items():
-        if name in declared and list(t.shape) != list(declared[name]):
-            raise refuse(where, f"has {name!r} of shape {list(t.shape)}, the wire schema says {declared[name]}")
+        entry = declared.get(name)
+        shape = entry.get("shape") if isinstance(entry, dict) else entry  # {"shape", "dtype"} or a bare shape
+        if shape is not None and list(t.shape) != list(shape):
+            raise refuse(where, f"has {name!r} of shape {list(t.shape)}, the wire schema says {shape}")
         if not t.is_floating_point():
             raise refuse(where, f"has {name!r} of dtype {t.dtype}, not a floating-point tensor")
         if finite:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.hostile._cli import Workspace, finish, refused, spawn, working
+from tests.hostile._cli import Workspace, refused, spawn, working
 
 FEDERATION = '[[federation]]\nmethod = "fedavg"\ndataset = "digits"\nrounds = 1\nclients = 4\nepochs = 1\n'
 EVALUATION = ('[[evaluation]]\nthreat-models = ["eavesdropper"]\nattacks = ["membership"]\nvictims = [0]\n'
@@ -142,12 +142,15 @@ def test_a_finished_cell_damaged_on_disk_is_set_aside_and_trained_again(ws: Work
 
 
 def _children(pid: int) -> set[int]:
+    """Processes whose parent is `pid` (from /proc/*/stat: field 4 is the parent's pid)."""
     found: set[int] = set()
-    for task in Path(f"/proc/{pid}/task").glob("*"):
+    for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
-            found |= {int(c) for c in (task / "children").read_text().split()}
-        except OSError:
-            pass
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == pid:
+            found.add(int(stat.parent.name))
     return found
 
 
@@ -166,20 +169,26 @@ def test_a_killed_experiment_leaves_no_worker_running(ws: Workspace) -> None:
     long = FEDERATION.replace("rounds = 1\n", "rounds = 100000\nseeds = [0, 1]\n")
     (ws.root / "exp.toml").write_text(long)
     proc = spawn("experiment", "run", "exp.toml", "--out", "exp", "--quiet", "--workers", "2", cwd=ws.root)
-    deadline = time.monotonic() + 240
-    while not (len(list((ws.root / "exp" / "runs").glob(".*partial*"))) >= 2 if (ws.root / "exp" / "runs").is_dir()
-               else working(proc, ws.root, "exp")):
-        assert time.monotonic() < deadline, "the two cells never started"
-        working(proc, ws.root, "exp*")
-        time.sleep(0.1)
-    workers = _children(proc.pid)
-    assert workers, "no worker process found"
-    proc.send_signal(signal.SIGKILL)
-    finish(proc, ())
-    deadline = time.monotonic() + 30
-    while any(_alive(p) for p in workers) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    left = [p for p in workers if _alive(p)]
-    for pid in left:
-        os.kill(pid, signal.SIGKILL)
+    workers: set[int] = set()
+    try:
+        deadline = time.monotonic() + 240
+        while len(list((ws.root / "exp" / "runs").glob(".*partial*"))) < 2:
+            assert time.monotonic() < deadline, "the two cells never started"
+            working(proc, ws.root, "exp*")
+            time.sleep(0.1)
+        deadline = time.monotonic() + 30
+        while not (workers := _children(proc.pid)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert workers, "no worker process found"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        deadline = time.monotonic() + 30
+        while any(_alive(p) for p in workers) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        left = [p for p in workers if _alive(p)]
+    finally:  # whatever happened, nothing of this test keeps running
+        for pid in [proc.pid, *workers]:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        proc.wait()
     assert not left, f"worker(s) {left} outlived the killed command by 30 s"
