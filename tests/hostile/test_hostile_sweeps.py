@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.hostile._cli import Workspace, refused, spawn, working
+from tests.hostile._cli import Outcome, Workspace, log, refused, spawn, working
 
 FEDERATION = '[[federation]]\nmethod = "fedavg"\ndataset = "digits"\nrounds = 1\nclients = 4\nepochs = 1\n'
 EVALUATION = ('[[evaluation]]\nthreat-models = ["eavesdropper"]\nattacks = ["membership"]\nvictims = [0]\n'
@@ -192,3 +192,5 @@ def test_a_killed_experiment_leaves_no_worker_running(ws: Workspace) -> None:
                 os.kill(pid, signal.SIGKILL)
         proc.wait()
     assert not left, f"worker(s) {left} outlived the killed command by 30 s"
+    log(Outcome(("experiment", "run", "exp.toml", "--out", "exp", "--quiet", "--workers", "2", "(then SIGKILL)"),
+                -9, "", ""), f"its {len(workers)} worker process(es) exited by themselves within 30 s")
