@@ -23,7 +23,8 @@ import numpy as np
 import torch
 from torch.func import grad, vmap
 
-from fedattack.attacks.base import Adversary, Attack, NotApplicable, Scored
+from fedattack.attacks.base import Adversary, Attack, AuditRole, NotApplicable, Scored
+from fedattack.attacks.cost import GRAPH_PEAK, Cost, Workload, cheaper_setting
 from fedattack.attacks.data_reconstruction import psnr
 from fedattack.attacks.truth import GroundTruth
 from fedattack.registry import UserError
@@ -77,6 +78,17 @@ class Inversion(Attack):
     Settings = InversionSettings
     metrics = INVERSION_METRICS
     fast_settings = {"steps": 5}
+    audit = AuditRole("model inversion", strength=0, paper=True)  # Fredrikson et al., the WAFFLe paper's Table 4
+
+    def cost(self, work: Workload, chunk: int | None = None) -> Cost:
+        """Every class's image through `steps` forward and backward passes (the stopping rule
+        ends most classes at `steps` on the papers' models: planned as if all did)."""
+        p, s, k = work.probe, self.settings, work.classes
+        memory = int(GRAPH_PEAK * k * p.grad_bytes) + 4 * k * p.input_numel * 4 + s.steps * k * 8
+        return Cost(s.steps * (p.grad_fixed_seconds + k * p.grad_seconds), memory, f"{k} classes x {s.steps:,} steps")
+
+    def cheaper(self, work: Workload, memory: int, seconds: float | None) -> str:
+        return cheaper_setting(self, work, memory, seconds, "steps", [2000, 1000, 300, 100])
 
     def run(self, adv: Adversary, gen: torch.Generator) -> InversionGuesses:
         guesses = self.run_many([adv], [gen])[0]  # one model: `invert`, as it always was
