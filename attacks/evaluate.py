@@ -38,6 +38,7 @@ from fedattack.attacks.eval_classifier import eval_classifier
 from fedattack.attacks.plan import Call
 from fedattack.attacks.reconstruction.base import RECONSTRUCTIONS, Reconstructor, resolve
 from fedattack.attacks.request import build_attacks, names, parse_victims
+from fedattack.attacks.selection import select_strongest
 from fedattack.attacks.summary import write_summary
 from fedattack.attacks.threat_models.base import RunFacts, ThreatModel
 from fedattack.attacks.truth import GroundTruth
@@ -158,6 +159,7 @@ def _evaluate_into(fed: Federation, spec: EvaluationSpec, out: Path, data_root: 
                 case = VictimCase(fed, target, tm, victim, known, truth, facts)
                 pending += attack_victim(case, calls, spec, out, ctx, budget)
         written = finish_deferred(pending, spec.seed, plan)
+    written += select_strongest(written, out)
     plan.save(out / "plan.json")
     write_summary(out / "summary.json", written)
     return written

@@ -142,6 +142,9 @@ def evaluate_command(run_dir: str, threat_models: tuple[str, ...], attacks: tupl
     written = (evaluate_run(fed, spec, out_dir, data_root=data_root, progress=not quiet, budget=budget,
                             echo=click.echo) if spec.victims else [])
     remove_results(p for p in replaced if p not in written)  # --force: only once the new ones are in
+    if previous and written:  # --resume: the strongest strategy is chosen again over every victim
+        from fedattack.attacks.selection import select_strongest
+        select_strongest(result_files(out_dir), out_dir)
     every = result_files(out_dir)  # the summary covers the whole folder, old results included
     write_summary(out_dir / "summary.json", every)
     print_summary(out_dir / "summary.json")
