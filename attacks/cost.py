@@ -39,7 +39,8 @@ class Probe:
     through it (gradient matching), and what it holds; second_fixed_bytes: what that graph holds
     whatever the batch (parameter-sized tensors). sim_step_seconds / sim_step_bytes: one step of
     update inversion's simulated local run at the recipe's batch size, its share of the outer
-    backward included, and what its graph holds until that backward."""
+    backward included, and what its graph holds until that backward. inversion_step_seconds:
+    one step of model inversion, every class's image at once."""
 
     params: int
     step_seconds: float
@@ -54,6 +55,7 @@ class Probe:
     second_fixed_bytes: int
     sim_step_seconds: float
     sim_step_bytes: int
+    inversion_step_seconds: float
     input_numel: int
 
     @property

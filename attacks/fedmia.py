@@ -33,6 +33,7 @@ import numpy as np
 import torch
 from scipy import stats
 
+from fedattack import progress
 from fedattack.attacks.base import Adversary, AuditRole, NotApplicable
 from fedattack.attacks.cost import Cost, Workload, cheaper_setting
 from fedattack.attacks.lira import VARIANCES, fit_sigma
@@ -104,7 +105,8 @@ def rounds_with_others(view: View, max_rounds: int, min_others: int) -> Iterator
     with at least `min_others` other clients, decoded one round at a time (all rounds' models
     together would not fit in memory); not applicable when no round qualifies."""
     found = False
-    for rnd in victim_rounds(view, max_rounds):
+    rounds = victim_rounds(view, max_rounds)
+    for rnd in progress.steps(rounds, "rounds (every client's model)"):
         models = round_models(view, rnd)
         rest = [p for c, p in models.items() if c != view.victim]
         if view.victim in models and len(rest) >= min_others:

@@ -11,6 +11,7 @@ per pair.
 from __future__ import annotations
 
 from fedattack.attacks.cost import Cost, Workload
+from fedattack.attacks.update_inversion.image_metrics import CHUNK_FLOATS
 
 LP_SECONDS_AT_50 = 0.07  # one of unmix's linear programs over the span of 50 images (MNIST)
 PAIR_SECONDS = 1.5e-9  # one pixel of one (reconstruction, image) pair's squared difference
@@ -22,7 +23,8 @@ def scoring_cost(work: Workload) -> Cost:
     """Matching `work.samples` reconstructions to as many real images, then scoring each pair."""
     n, pixels = work.samples, work.probe.input_numel
     seconds = n * n * pixels * PAIR_SECONDS + n**3 * ASSIGN_SECONDS + n * SSIM_SECONDS * pixels / 784
-    return Cost(seconds, 3 * n * n * 8 + 2**26, f"scoring {n:,} images")
+    pairs = 4 * min(CHUNK_FLOATS, n * n * pixels)  # the pairwise differences held at once
+    return Cost(seconds, 3 * n * n * 8 + pairs, f"scoring {n:,} images")
 
 
 def first_layer_applies(work: Workload) -> str:
@@ -43,5 +45,5 @@ def unmix_cost(work: Workload, programs: int) -> Cost:
     n, pixels = work.samples, work.probe.input_numel
     count = programs or pixels
     seconds = count * LP_SECONDS_AT_50 * max(1.0, n / 50) * pixels / 784
-    return Cost(seconds, 8 * (pixels + 1) * (n + 1) * 20 + 2**26, f"{count:,} linear programs over {n:,} images")
+    return Cost(seconds, 8 * (pixels + 1) * (n + 1) * 20 + 2**24, f"{count:,} linear programs over {n:,} images")
 

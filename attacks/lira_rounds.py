@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from scipy import stats
 
+from fedattack import progress
 from fedattack.attacks.base import Adversary, AuditRole
 from fedattack.attacks.cost import Cost, Workload, cheaper_setting
 from fedattack.attacks.lira import LiraSettings, fit_sigma
@@ -93,7 +94,7 @@ class LiraRounds(MembershipAttack):
                             seed, len(queries))
         total = np.zeros(len(queries))
         observations = round_observations(adv, s.max_rounds)
-        for k, obs in enumerate(observations):
+        for k, obs in progress.steps(enumerate(observations), "rounds", len(observations)):
             at_round = _replace(adv, obs=obs, model=adv.reconstructor(obs, key=10_000 + k))
             models = train_references(at_round, plan, seed + k)
             out = reference_confidences(at_round, models, queries.x, labels)

@@ -27,6 +27,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 
+from fedattack import progress
 from fedattack.attacks.base import Adversary, AuditRole, NotApplicable
 from fedattack.attacks.cost import Cost, Workload, cheaper_setting
 from fedattack.attacks.membership_family import Calibrated, MembershipAttack
@@ -161,7 +162,7 @@ def fit_attack_models(feats: np.ndarray, labels: np.ndarray, member: np.ndarray,
         warnings.simplefilter("ignore", ConvergenceWarning)  # small shadow sets stop the MLP early
         # the interrupt it swallowed is raised again by honour_interrupts: its warning is noise
         warnings.filterwarnings("ignore", message="Training interrupted by user")
-        for c in np.unique(labels):
+        for c in progress.steps(np.unique(labels), "attack classifiers"):
             rows = labels == c
             if min((member[rows] == 1).sum(), (member[rows] == 0).sum()) >= MIN_PER_SIDE:
                 per_class[int(c)] = make_classifier(kind, seed + int(c)).fit(feats[rows], member[rows])

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import torch
@@ -46,11 +47,13 @@ def measure(target: Target, executor: str = "sequential", seed: int = 0) -> Prob
     second_s, second_fixed_s, second_b, fixed_b = _per_image(lambda x, y: _double(target, params, x, y), shape,
                                                              target.num_classes)
     sim_s, sim_b = _simulated_step(target, params, shape)
+    inversion_s = _inversion_step(target, params, shape)
     return Probe(params=sum(v.numel() for v in params.values()), step_seconds=step, job_seconds=job,
                  forward_seconds=_forward(target, params, shape), grad_seconds=grad_s,
                  grad_fixed_seconds=grad_fixed_s, grad_bytes=grad_b, second_seconds=second_s,
                  second_fixed_seconds=second_fixed_s, second_bytes=second_b, second_fixed_bytes=fixed_b,
-                 sim_step_seconds=sim_s, sim_step_bytes=sim_b, input_numel=math.prod(shape))
+                 sim_step_seconds=sim_s, sim_step_bytes=sim_b, inversion_step_seconds=inversion_s,
+                 input_numel=math.prod(shape))
 
 
 def _fastest(fn: Callable[[], Any]) -> float:
@@ -127,6 +130,19 @@ def _per_image(make: Callable[[torch.Tensor, torch.Tensor], Callable[[], None]],
     per_s = max(1e-8, (seconds[1] - seconds[0]) / (sizes[1] - sizes[0]))
     per_b = max(0, (held[1] - held[0]) // (sizes[1] - sizes[0]))
     return per_s, max(0.0, seconds[0] - sizes[0] * per_s), per_b, max(0, held[0] - sizes[0] * per_b)
+
+
+def _inversion_step(target: Target, params: State, shape: tuple[int, ...]) -> float:
+    """Seconds per step of model inversion (`inversion.invert`, every class at once), from runs
+    of 10 and 40 steps that the stopping rule does not end."""
+    from fedattack.attacks.inversion import InversionSettings, invert
+
+    x0 = torch.zeros((target.num_classes, *shape))
+
+    def run(k: int) -> None:
+        invert(target, params, x0, InversionSettings(steps=k, patience=k + 1))
+    times = [_fastest(partial(run, k)) for k in (10, 40)]
+    return max(1e-7, (times[1] - times[0]) / 30)
 
 
 def _simulated_step(target: Target, params: State, shape: tuple[int, ...]) -> tuple[float, int]:
