@@ -26,15 +26,26 @@ class RunEvaluator:
 
     data_root: str | None
     progress: bool
+    memory: int | None = None  # each cell's share of the memory budget (None: its own default)
+    seconds: float | None = None  # each cell's time budget
 
     def __call__(self, job: EvalJob, run_dir: Path, out: Path) -> None:
         from fedattack.attacks.evaluate import evaluate_run
+        from fedattack.attacks.planning import budget_of, is_default
         evaluate_run(run_dir, job.spec, out, data_root=self.data_root, progress=self.progress,
-                     diverged="not-applicable")  # a diverged cell is recorded, the sweep goes on
+                     diverged="not-applicable",  # a diverged cell is recorded, the sweep goes on
+                     budget=budget_of(self.memory, self.seconds, is_default(job.spec)))
 
 
-def make_evaluator(data_root: str | None, progress: bool) -> RunEvaluator:
-    return RunEvaluator(data_root, progress)
+def make_evaluator(data_root: str | None, progress: bool, memory: int | None = None, seconds: float | None = None,
+                   workers: int = 1) -> RunEvaluator:
+    """The evaluate step; cells side by side share the memory budget (by default half the memory
+    available now, as one `evaluate` takes)."""
+    if memory is None and workers > 1:
+        from fedattack.resources import SAFE_SHARE, available
+        free = available()
+        memory = None if free is None else int(SAFE_SHARE * free)
+    return RunEvaluator(data_root, progress, None if memory is None else memory // max(1, workers), seconds)
 
 
 def reporter(inputs: Sequence[Path], out: Path, exp: Any) -> Path:
@@ -46,7 +57,7 @@ def reporter(inputs: Sequence[Path], out: Path, exp: Any) -> Path:
 
 def run_named(name_or_file: str, out: str | None, data_root: str | None, download: bool, quiet: bool,
               report: bool = True, backend: str = "local", workers: int | None = None,
-              address: str | None = None) -> Any:
+              address: str | None = None, memory: int | None = None, seconds: float | None = None) -> Any:
     """Resolve, run and summarise an experiment (shared with `fedattack quickstart`)."""
     import torch
 
@@ -62,7 +73,9 @@ def run_named(name_or_file: str, out: str | None, data_root: str | None, downloa
     runner = make_backend(backend, workers, address)
     folder = Path(out or Path("experiments") / exp.name)
     click.echo(f"experiment {exp.name}: {exp.description}".rstrip(": "))
-    summary = run_experiment(exp, folder, evaluate=make_evaluator(data_root, not quiet and runner.in_process),
+    evaluator = make_evaluator(data_root, not quiet and runner.in_process, memory, seconds,
+                               1 if backend == "ray" else runner.workers)  # a Ray node budgets itself
+    summary = run_experiment(exp, folder, evaluate=evaluator,
                              report=reporter if report else None, data_root=data_root, download=download,
                              echo=click.echo, progress=not quiet, backend=runner)
     click.echo(f"done in {summary.seconds:.0f}s: trained {summary.trained} federation(s) "
@@ -79,6 +92,8 @@ def run_named(name_or_file: str, out: str | None, data_root: str | None, downloa
 def check_attacks_and_papers(exp: Any) -> None:
     """Refuse unknown attacks, threat models, attack settings and paper tables before anything
     trains (the runner, which imports neither attacks nor reports, found them only afterwards)."""
+    from fedattack.attacks.default_audit import check_options
+    from fedattack.attacks.planning import is_default
     from fedattack.attacks.request import build_attacks, names
     from fedattack.registry import ATTACKS, THREAT_MODELS
     from fedattack.reports.paper_numbers import lookup
@@ -87,7 +102,10 @@ def check_attacks_and_papers(exp: Any) -> None:
         for spec in ev.specs():
             for name in names(spec.threat_models, THREAT_MODELS.names()):
                 THREAT_MODELS.get(name)
-            build_attacks(names(spec.attacks, ATTACKS.names()), spec.settings)
+            if is_default(spec):
+                check_options(spec.settings)
+            else:
+                build_attacks(names(spec.attacks, ATTACKS.names()), spec.settings)
     for key in exp.reproduces:
         lookup(key)
 
@@ -134,11 +152,21 @@ def show_command(name_or_file: str) -> None:
               help="Cells at once [default: this machine's cores; ray: the cluster's CPUs].")
 @click.option("--address", default=None, help="--backend ray: the cluster to join (e.g. auto, or HOST:6379); "
               "without it a local Ray instance is started.")
+@click.option("--memory", default=None, metavar="SIZE",
+              help="Resident memory the evaluations may use together, e.g. 8G, shared by the cells that run at "
+                   "once [default: half the memory available]; see `fedattack evaluate --help`.")
+@click.option("--time", "time_limit", default=None, metavar="DURATION",
+              help="Each evaluation cell's time budget, e.g. 30m [default: none; the default audit plans for 30m].")
 def run_command(name_or_file: str, out: str | None, data_root: str | None, download: bool,
-                no_report: bool, quiet: bool, backend: str, workers: int | None, address: str | None) -> None:
+                no_report: bool, quiet: bool, backend: str, workers: int | None, address: str | None,
+                memory: str | None, time_limit: str | None) -> None:
     """Run NAME_OR_FILE end to end, skipping cells whose outputs already exist."""
+    from fedattack.resources import parse_duration, parse_size
+
     summary = run_named(name_or_file, out, data_root, download, quiet, report=not no_report, backend=backend,
-                        workers=workers, address=address)
+                        workers=workers, address=address,
+                        memory=None if memory is None else parse_size(memory, "--memory"),
+                        seconds=None if time_limit is None else parse_duration(time_limit, "--time"))
     if summary.report is not None:
         click.echo(f"report: {summary.report.with_name('report.html')}  (and {summary.report.name} beside it)")
 

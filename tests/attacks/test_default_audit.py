@@ -187,3 +187,20 @@ def test_destroying_the_truth_does_change_what_a_membership_attack_sees(fedavg_r
     monkeypatch.setattr(truth_mod, "build", destroyed(truth_mod.build))
     evaluate_run(fedavg_run, spec, tmp_path / "destroyed", progress=False)
     assert len(seen) == 2 and seen[0] != seen[1]
+
+
+def test_an_experiment_evaluation_without_attacks_is_the_default_audit() -> None:
+    import tomllib
+
+    from fedattack.experiments.spec import parse
+
+    text = """
+name = "t"
+[[federation]]
+methods = ["fedavg"]
+[[evaluation]]
+threat-models = ["eavesdropper"]
+"""
+    (spec,) = parse(tomllib.loads(text)).evaluations[0].specs()
+    assert spec.attacks == ("default",) and spec.reconstruction == "strongest"
+    assert EvaluationSpec().attacks == ("default",) and EvaluationSpec().reconstruction == "strongest"
