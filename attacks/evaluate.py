@@ -24,17 +24,18 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from fedattack import resources
 from fedattack.atomic import staging_dir
 from fedattack.attacks import default_audit, planning
 from fedattack.attacks import truth as truth_mod
-from fedattack.attacks.base import Adversary, Attack, ResultContext
+from fedattack.attacks.base import Adversary, ResultContext
 from fedattack.attacks.cost import Budget
 from fedattack.attacks.data import Pools, split_pools
 from fedattack.attacks.deferred import Deferred, deferrable, finish_deferred
 from fedattack.attacks.eval_classifier import eval_classifier
+from fedattack.attacks.not_applicable import diverged_note, not_applicable, not_applicable_into, nothing_seen, run_info
 from fedattack.attacks.plan import Call
 from fedattack.attacks.reconstruction.base import RECONSTRUCTIONS, Reconstructor, resolve
 from fedattack.attacks.request import build_attacks, names, parse_victims
@@ -54,7 +55,6 @@ from fedattack.interrupts import terminate_as_interrupt
 from fedattack.progress import current_call, reporting
 from fedattack.registry import ATTACKS, THREAT_MODELS, UserError
 from fedattack.resources import human_bytes
-from fedattack.results import AttackResult, metric_table
 from fedattack.target import Target
 
 GUARD_SLACK = 256 * 2**20  # the address-space guard sits this far above the budget: a net, not the budget
@@ -96,7 +96,7 @@ def evaluate_run(run_dir: str | Path | Federation, spec: EvaluationSpec, out: st
     with terminate_as_interrupt(), PidLock(out.parent / f".{out.name}.lock", f"evaluating into {out}"):
         stage = staging_dir(out)
         try:
-            written = (_not_applicable_into(fed, spec, stage, why) if why
+            written = (not_applicable_into(fed, spec, stage, why) if why
                        else _evaluate_into(fed, spec, stage, data_root, progress, budget, echo or _silent))
             return publish(stage, out, written)
         finally:
@@ -161,29 +161,6 @@ def _evaluate_into(fed: Federation, spec: EvaluationSpec, out: Path, data_root: 
         written = finish_deferred(pending, spec.seed, plan)
     written += select_strongest(written, out)
     plan.save(out / "plan.json")
-    write_summary(out / "summary.json", written)
-    return written
-
-
-def diverged_note(fed: Federation) -> str:
-    """Why a diverged run has nothing to attack ("" when it did not diverge)."""
-    names = fed.manifest.get("diverged") or []
-    return (f"diverged during training (NaN or infinite weights in {', '.join(names[:3])}); attacking it "
-            "would measure nothing" if names else "")
-
-
-def _not_applicable_into(fed: Federation, spec: EvaluationSpec, out: Path, why: str) -> list[Path]:
-    """One not-applicable result per victim, threat model and attack, saying why: the cell is
-    recorded (reports show it), nothing is attacked and no data is loaded."""
-    threats = [THREAT_MODELS.get(n)() for n in names(spec.threat_models, THREAT_MODELS.names())]
-    requested = default_audit.nominal() if planning.is_default(spec) else names(spec.attacks, ATTACKS.names())
-    attacks = build_attacks(requested, {} if planning.is_default(spec) else spec.settings)
-    base = ResultContext(run=run_info(fed), pools={}, max_queries=spec.max_queries, executor=spec.executor,
-                         reconstruction_request=spec.reconstruction, threat_model={}, knowledge={})
-    facts = RunFacts.of(fed)
-    written = [not_applicable(a, tm, victim, spec.seed, out, replace(base, threat_model=tm.describe(victim, facts)),
-                              why)
-               for victim in parse_victims(spec.victims, fed, spec.seed) for tm in threats for a in attacks]
     write_summary(out / "summary.json", written)
     return written
 
@@ -276,31 +253,3 @@ def run_call(call: Call, adv: Adversary, truth: GroundTruth, seed: int, path: Pa
             raise
     call.record(result, time.perf_counter() - started, time.process_time() - cpu, resources.peak(), budget)
     return result.save(path)
-
-
-def not_applicable(attack: Attack, tm: ThreatModel, victim: int, seed: int, out: Path, ctx: ResultContext,
-                   note: str) -> Path:
-    path = out / f"{attack.name}-{tm.name}-{ctx.reconstruction or 'none'}-victim{victim}.json"
-    result = AttackResult(attack=attack.name, threat_model=tm.name, run=ctx.run, victim=victim,
-                          reconstruction=ctx.reconstruction or "none", settings=ctx.settings(), seed=seed,
-                          extra=ctx.extra(), metric_info=metric_table(attack.metrics), applicable=False,
-                          upper_bound=tm.upper_bound, note=note)
-    return result.save(path)
-
-
-def nothing_seen(fed: Federation, tm: ThreatModel, victim: int) -> str:
-    method, recording = fed.spec.method, fed.manifest.get("recording", {})
-    if recording.get("policy") == "none":
-        return f"the run recorded no messages (--record none); the {tm.name} has nothing to attack"
-    if not recording.get("messages"):
-        return f"{method} puts nothing on the wire; the {tm.name} observes nothing to attack"
-    return f"client {victim} sent or received nothing in the recorded rounds; the {tm.name} observes nothing"
-
-
-def run_info(fed: Federation) -> dict[str, Any]:
-    spec, m = fed.spec, fed.manifest
-    return {"path": str(fed.path.resolve()), "method": spec.method, "dataset": spec.dataset,
-            "partition": m.get("partition", spec.partition), "seed": spec.seed, "model": spec.model,
-            "rounds": spec.rounds, "hyper": spec.hyper, "utility": m.get("utility", {}),
-            "recording": m.get("recording", {}).get("policy"),
-            "defences": [dict(d) for d in m.get("defences") or []]}  # part of the result's identity
