@@ -29,7 +29,7 @@ class Reporter:
         self.bar = tqdm(total=max(1.0, round(planned_seconds, 1)), desc=desc, unit="s", leave=False,
                         disable=disable, dynamic_ncols=True,
                         bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total:.0f} planned s "
-                                   "[{elapsed}<{remaining}] {postfix}")
+                                   "[{elapsed}<{remaining}]{postfix}")
 
     @contextlib.contextmanager
     def call(self, label: str, planned: float) -> Iterator[None]:

@@ -73,8 +73,9 @@ def run_named(name_or_file: str, out: str | None, data_root: str | None, downloa
     runner = make_backend(backend, workers, address)
     folder = Path(out or Path("experiments") / exp.name)
     click.echo(f"experiment {exp.name}: {exp.description}".rstrip(": "))
+    # cells side by side share the budget: sequential runs one at a time, a Ray node budgets itself
     evaluator = make_evaluator(data_root, not quiet and runner.in_process, memory, seconds,
-                               1 if backend == "ray" else runner.workers)  # a Ray node budgets itself
+                               runner.workers if backend == "local" else 1)
     summary = run_experiment(exp, folder, evaluate=evaluator,
                              report=reporter if report else None, data_root=data_root, download=download,
                              echo=click.echo, progress=not quiet, backend=runner)
