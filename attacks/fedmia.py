@@ -37,7 +37,12 @@ from fedattack import progress
 from fedattack.attacks.base import Adversary, AuditRole, NotApplicable
 from fedattack.attacks.cost import Cost, Workload, cheaper_setting
 from fedattack.attacks.lira import VARIANCES, fit_sigma
-from fedattack.attacks.membership_family import MEMBERSHIP_METRICS, Calibrated, MembershipAttack
+from fedattack.attacks.membership_family import (
+    MEMBERSHIP_METRICS,
+    SCORE_SECONDS_PER_QUERY,
+    Calibrated,
+    MembershipAttack,
+)
 from fedattack.attacks.reconstruction.base import decoded, log_probs
 from fedattack.attacks.reconstruction.generic import decodes_whole_model
 from fedattack.attacks.reference_models import logit_confidence
@@ -69,7 +74,8 @@ def server_cost(work: Workload, max_rounds: int, scored: int) -> Cost:
     images (one round's models held at a time)."""
     p, rounds = work.probe, min(max_rounds, work.rounds)
     models = rounds * work.clients
-    seconds = models * (scored * p.forward_seconds + p.param_bytes / READ_BYTES_PER_SECOND)
+    seconds = (models * (scored * p.forward_seconds + p.param_bytes / READ_BYTES_PER_SECOND)
+               + work.queries * SCORE_SECONDS_PER_QUERY)
     memory = 3 * work.clients * p.param_bytes + 2 * work.clients * scored * work.classes * 8
     return Cost(seconds, memory, f"{rounds} rounds x {work.clients} clients' models, no training")
 

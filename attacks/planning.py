@@ -15,6 +15,7 @@ from fedattack.attacks import default_audit
 from fedattack.attacks.base import Attack
 from fedattack.attacks.cost import Budget, Decision, Workload
 from fedattack.attacks.data import Pools
+from fedattack.attacks.eval_classifier import training_cost
 from fedattack.attacks.plan import Call, Plan, decide, workload
 from fedattack.attacks.probe import measure
 from fedattack.attacks.reconstruction.base import resolve
@@ -58,15 +59,24 @@ def make_plan(fed: Any, target: Target, threats: list[ThreatModel], victims: lis
             plan.calls += [Call(attack, pick.tm, v, works[(pick.tm.name, v)][0], works[(pick.tm.name, v)][1], d)
                            for v, (attack, d) in sorted(pick.calls.items())]
         plan.left_out = audit.left_out
-        return plan
-    attacks = build_attacks(names(spec.attacks, ATTACKS.names()), spec.settings)
-    for tm in threats:
-        for attack in attacks:
-            for victim in victims:
-                work, strategies = works[(tm.name, victim)]
-                decision = decide(attack, work, strategies, plan.room)
-                plan.calls.append(Call(attack, tm, victim, work, strategies, decision))
+    else:
+        attacks = build_attacks(names(spec.attacks, ATTACKS.names()), spec.settings)
+        for tm in threats:
+            for attack in attacks:
+                for victim in victims:
+                    work, strategies = works[(tm.name, victim)]
+                    decision = decide(attack, work, strategies, plan.room)
+                    plan.calls.append(Call(attack, tm, victim, work, strategies, decision))
+    charge_scorer(plan, len(pools.evaluation), probe)
     return plan
+
+
+def charge_scorer(plan: Plan, evaluation: int, probe: Any) -> None:
+    """The evaluation classifier is trained once, when the first call that needs it is scored:
+    that call carries its cost."""
+    first = next((c for c in plan.calls if c.decision.runs and "evaluation" in c.attack.requires), None)
+    if first is not None:
+        first.decision.cost = first.decision.cost + training_cost(probe, evaluation)
 
 
 def _work(fed: Any, target: Target, tm: ThreatModel, victim: int, facts: RunFacts, spec: EvaluationSpec,

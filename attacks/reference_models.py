@@ -22,6 +22,7 @@ import torch
 from fedattack.attacks.base import Adversary, NotApplicable
 from fedattack.attacks.cost import Cost, Workload
 from fedattack.attacks.data import Samples
+from fedattack.attacks.membership_family import SCORE_SECONDS_PER_QUERY
 from fedattack.attacks.reconstruction.base import log_probs
 from fedattack.attacks.shadow import ShadowData, shadow_splits, train_shadows
 from fedattack.rng import numpy_rng
@@ -126,7 +127,7 @@ def references_cost(work: Workload, models: int, trained_on: int, scored: int, w
     front) and parameters, one model's training, and the log-probabilities kept."""
     p = work.probe
     train = rounds * work.training_seconds(models, trained_on)
-    score = rounds * (models + 1) * scored * p.forward_seconds
+    score = rounds * (models + 1) * scored * p.forward_seconds + work.queries * SCORE_SECONDS_PER_QUERY
     memory = (models * trained_on * p.input_numel * 4 + 3 * models * p.param_bytes + 8 * p.param_bytes
               + 2 * (models + 1) * scored * work.classes * 8)
     rounds_note = f" x {rounds} rounds" if rounds > 1 else ""
