@@ -27,6 +27,7 @@ from fedattack.attacks.update_inversion.fedavg import PRIORS, UpdateSettings, in
 from fedattack.attacks.update_inversion.joint import Inverted
 from fedattack.attacks.update_inversion.problem import VictimUpdate
 from fedattack.registry import UserError
+from fedattack.resources import human_seconds
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,8 +72,11 @@ class UpdateInversion(UpdateInversionFamily):
 
     def for_audit(self, work: Workload) -> dict[str, Any] | str:
         why = first_layer_applies(work)
-        return f"{why}; the optimiser from noise would simulate {work.local_steps():,} local steps an iteration" \
-            if why else {"start": "first-layer"}
+        if not why:
+            return {"start": "first-layer"}
+        noise = run_cost(work, dataclasses.replace(self.settings, start="random"), None)
+        return (f"{why}; the optimiser from noise would simulate {work.local_steps():,} local steps an iteration, "
+                f"~{human_seconds(noise.seconds)} a victim (--attack update-inversion runs it)")
 
     def reconstruct(self, adv: Adversary, gen: torch.Generator) -> Reconstructions:
         self._chunk = adv.chunk  # the planner's segment for this call, read by `invert`
