@@ -33,6 +33,7 @@ from fedattack.target import State, Target
 REPEATS = 3
 LONG_ENOUGH = 0.02  # seconds: a batch is grown until one run takes this long (timer noise is ~0.1 ms)
 MOST_IMAGES = 512
+TRAINING_IMAGES = 500
 
 
 def measure(target: Target, executor: str = "sequential", seed: int = 0) -> Probe:
@@ -57,12 +58,12 @@ def measure(target: Target, executor: str = "sequential", seed: int = 0) -> Prob
                  input_numel=math.prod(shape))
 
 
-def _fastest(fn: Callable[[], Any]) -> float:
+def _fastest(fn: Callable[[], Any], repeats: int = REPEATS) -> float:
     """The run's time on this machine's CPUs when they are free for it: the fewer of its wall and
     its CPU seconds (a loaded machine stretches the wall time, several threads the CPU time),
     the least over a few runs."""
     best = float("inf")
-    for _ in range(REPEATS):
+    for _ in range(repeats):
         started, cpu = time.perf_counter(), time.process_time()
         fn()
         best = min(best, time.perf_counter() - started, time.process_time() - cpu)
@@ -72,7 +73,9 @@ def _fastest(fn: Callable[[], Any]) -> float:
 def _training(target: Target, executor: str, seed: int, shape: tuple[int, ...]) -> tuple[float, float]:
     """(seconds per local step, seconds per local run besides its steps), from two run lengths."""
     recipe = target.recipe
-    sizes = (recipe.batch_size, 4 * recipe.batch_size)
+    # the longer run on a few MB of images: a step's batch gathered from a client's thousands of
+    # images misses the caches that a few dozen fit in (1.7x the time per step on mnist-mlp)
+    sizes = (recipe.batch_size, max(4 * recipe.batch_size, min(TRAINING_IMAGES, 2**20 // math.prod(shape))))
     trainer = ShadowModels(target, executor, seed, 0)
     times = []
     for n in sizes:
@@ -82,7 +85,7 @@ def _training(target: Target, executor: str, seed: int, shape: tuple[int, ...]) 
 
         def train(d: ShadowData = data) -> None:
             trainer.train(Observation(), [d], False)
-        times.append(_fastest(train))
+        times.append(_fastest(train, repeats=2))
     steps = [recipe.epochs * math.ceil(n / recipe.batch_size) for n in sizes]
     per_step = max(1e-7, (times[1] - times[0]) / (steps[1] - steps[0]))
     return per_step, max(0.0, times[0] - steps[0] * per_step)
@@ -138,15 +141,15 @@ def _per_image(make: Callable[[torch.Tensor, torch.Tensor], Callable[[], None]],
 
 def _inversion_step(target: Target, params: State, shape: tuple[int, ...]) -> float:
     """Seconds per step of model inversion (`inversion.invert`, every class at once), from runs
-    of 10 and 40 steps that the stopping rule does not end."""
+    of 5 and 20 steps that the stopping rule does not end."""
     from fedattack.attacks.inversion import InversionSettings, invert
 
     x0 = torch.zeros((target.num_classes, *shape))
 
     def run(k: int) -> None:
         invert(target, params, x0, InversionSettings(steps=k, patience=k + 1))
-    times = [_fastest(partial(run, k)) for k in (10, 40)]
-    return max(1e-7, (times[1] - times[0]) / 30)
+    times = [_fastest(partial(run, k), repeats=2) for k in (5, 20)]
+    return max(1e-7, (times[1] - times[0]) / 15)
 
 
 def _simulated_step(target: Target, params: State, shape: tuple[int, ...]) -> tuple[float, int]:
