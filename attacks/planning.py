@@ -13,7 +13,7 @@ from typing import Any
 
 from fedattack.attacks import default_audit
 from fedattack.attacks.base import Attack
-from fedattack.attacks.cost import Budget, Decision, Workload
+from fedattack.attacks.cost import Budget, Cost, Decision, Workload
 from fedattack.attacks.data import Pools
 from fedattack.attacks.eval_classifier import training_cost
 from fedattack.attacks.plan import Call, Plan, decide, workload
@@ -73,10 +73,11 @@ def make_plan(fed: Any, target: Target, threats: list[ThreatModel], victims: lis
 
 def charge_scorer(plan: Plan, evaluation: int, probe: Any) -> None:
     """The evaluation classifier is trained once, when the first call that needs it is scored:
-    that call carries its cost."""
+    that call carries its time (its memory, a small model's, is within every call's margin)."""
     first = next((c for c in plan.calls if c.decision.runs and "evaluation" in c.attack.requires), None)
     if first is not None:
-        first.decision.cost = first.decision.cost + training_cost(probe, evaluation)
+        extra = training_cost(probe, evaluation)
+        first.decision.cost = first.decision.cost + Cost(extra.seconds, 0, extra.detail)
 
 
 def _work(fed: Any, target: Target, tm: ThreatModel, victim: int, facts: RunFacts, spec: EvaluationSpec,
