@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -33,6 +34,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / "runs" / "bench-audit"
+TIME = "/usr/bin/time"
 SETTINGS: dict[str, dict[str, Any]] = {
     "mnist-20": {"dataset": "mnist", "model": "mnist-mlp", "num_clients": 20},
     "mnist-100": {"dataset": "mnist", "model": "mnist-mlp", "num_clients": 100},
@@ -65,16 +67,21 @@ def audit(name: str, run: Path, args: argparse.Namespace) -> dict[str, Any]:
     if out.exists():
         import shutil
         shutil.rmtree(out)
-    command = [sys.executable, "-m", "fedattack.cli", "evaluate", str(run), "--out", str(out),
+    command = [str(Path(sys.executable).parent / "fedattack"), "evaluate", str(run), "--out", str(out),
                "--victim", f"random:{args.victims}", "--threads", str(args.threads), "--quiet"]
+    if Path(TIME).is_file():  # the whole process's peak, as a user would measure it
+        command = [TIME, "-v", *command]
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
+    load = os.getloadavg()[0]
     started = time.perf_counter()
     done = subprocess.run(command, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - started
     if done.returncode != 0:
         raise SystemExit(f"{name}: evaluate failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
     plan = json.loads((out / "plan.json").read_text())
-    return {"name": name, "wall": wall, "plan": plan, "stdout": done.stdout, "load": os.getloadavg()[0]}
+    peak = re.search(r"Maximum resident set size \(kbytes\): (\d+)", done.stderr)
+    return {"name": name, "wall": wall, "plan": plan, "stdout": done.stdout, "load_before": load,
+            "load_after": os.getloadavg()[0], "process_peak": int(peak.group(1)) * 1024 if peak else None}
 
 
 def rows(found: dict[str, Any]) -> list[dict[str, Any]]:
@@ -86,10 +93,11 @@ def rows(found: dict[str, Any]) -> list[dict[str, Any]]:
             out.setdefault(call["attack"], {"attack": call["attack"], "refused": call["refused"]})
             continue
         row = out.setdefault(call["attack"], {"attack": call["attack"], "calls": 0, "planned_s": 0.0,
-                                              "measured_s": 0.0, "planned_peak": 0, "measured_peak": 0})
+                                              "measured_s": 0.0, "cpu_s": 0.0, "planned_peak": 0, "measured_peak": 0})
         row["calls"] += 1
         row["planned_s"] += call["planned_seconds"]
         row["measured_s"] += call.get("measured_seconds") or 0.0
+        row["cpu_s"] += call.get("measured_cpu_seconds") or 0.0
         row["planned_peak"] = max(row["planned_peak"], call["planned_peak_bytes"])
         row["measured_peak"] = max(row["measured_peak"], call.get("measured_peak_bytes") or 0)
     return list(out.values())
@@ -102,16 +110,19 @@ def ratio(planned: float, measured: float) -> str:
 def table(found: dict[str, Any]) -> list[str]:
     gib = 2**30
     budget = found["plan"]["budget"]
-    lines = [f"## {found['name']}: {found['wall']:.0f}s wall (plan {found['plan']['total_seconds']:.0f}s), "
-             f"budget {budget['memory'] / gib:.1f} GiB ({budget['source']}), load {found['load']:.2f}",
-             "| attack | calls | planned s | measured s | planned/measured | planned peak GiB | measured peak GiB"
-             " | planned/measured | within budget |", "|---|---|---|---|---|---|---|---|---|"]
+    peak = found["process_peak"]
+    whole = f", the process's peak {peak / gib:.2f} GiB (/usr/bin/time -v)" if peak else ""
+    lines = [f"## {found['name']}: {found['wall']:.0f}s wall (plan {found['plan']['total_seconds']:.0f}s){whole}, "
+             f"budget {budget['memory'] / gib:.1f} GiB ({budget['source']}), load {found['load_before']:.2f} before, "
+             f"{found['load_after']:.2f} after",
+             "| attack | calls | planned s | measured s (CPU s) | planned/measured | planned peak GiB |"
+             " measured peak GiB | planned/measured | within budget |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows(found):
         if "refused" in r:
             lines.append(f"| {r['attack']} | refused: {r['refused']} |  |  |  |  |  |  |  |")
             continue
         inside = "yes" if r["measured_peak"] <= budget["memory"] else "NO"
-        lines.append(f"| {r['attack']} | {r['calls']} | {r['planned_s']:.1f} | {r['measured_s']:.1f} | "
+        lines.append(f"| {r['attack']} | {r['calls']} | {r['planned_s']:.1f} | {r['measured_s']:.1f} ({r['cpu_s']:.1f}) | "
                      f"{ratio(r['planned_s'], r['measured_s'])} | {r['planned_peak'] / gib:.2f} | "
                      f"{r['measured_peak'] / gib:.2f} | {ratio(r['planned_peak'], r['measured_peak'])} | {inside} |")
     return lines
@@ -131,6 +142,8 @@ def main() -> None:
         result = audit(name, run, args)
         found.append(result)
         print("\n".join(table(result)), flush=True)
+        shown = [line for line in result["stdout"].splitlines() if line.startswith(("plan:", "  "))]
+        print("\n".join(["", "The plan `evaluate` printed:", "", *(f"    {line}" for line in shown)]), flush=True)
         print(flush=True)
     if args.json:
         args.json.write_text(json.dumps(found, indent=1))
