@@ -24,14 +24,19 @@ UNITS = {"": 1, "b": 1, "k": 2**10, "kb": 2**10, "kib": 2**10, "m": 2**20, "mb":
          "g": GIB, "gb": GIB, "gib": GIB, "t": 2**40, "tb": 2**40, "tib": 2**40}
 
 
-def _meminfo(key: str) -> int | None:
+def _kib(path: str, key: str) -> int | None:
+    """Bytes of a "Key:  N kB" line of a /proc file (None where it cannot be read)."""
     try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
+        for line in Path(path).read_text().splitlines():
             if line.startswith(key + ":"):
                 return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         return None
     return None
+
+
+def _meminfo(key: str) -> int | None:
+    return _kib("/proc/meminfo", key)
 
 
 def _cgroup_room() -> int | None:
@@ -47,13 +52,7 @@ def _cgroup_room() -> int | None:
 
 
 def _status(key: str) -> int | None:
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith(key + ":"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
+    return _kib("/proc/self/status", key)
 
 
 def available() -> int | None:
