@@ -20,6 +20,7 @@ from fedattack.attacks.base import Attack
 from fedattack.attacks.cost import Budget, Cost, Decision, Workload, largest_chunk
 from fedattack.attacks.threat_models.base import ThreatModel
 from fedattack.attacks.view import Observation, View
+from fedattack.registry import ATTACKS
 from fedattack.resources import human_bytes, human_seconds
 from fedattack.results import AttackResult
 from fedattack.target import Target
@@ -168,11 +169,27 @@ def decide(attack: Attack, work: Workload, strategies: int, room: int) -> Decisi
 
 
 def refusal(attack: Attack, work: Workload, need: str, room: int, seconds: float | None) -> str:
-    """One line: what the call needs, what the budget leaves, and what would fit."""
-    cheaper = attack.cheaper(work, room, seconds)
+    """One line: what the call needs, what the budget leaves, and what would fit (a cheaper
+    setting of the attack, else a weaker attack of its family)."""
+    cheaper = attack.cheaper(work, room, seconds) or sibling(attack, work, room, seconds)
     tail = f"; {cheaper}" if cheaper else ""
     return f"{attack.name} needs {need} beyond what the process holds, and the budget leaves {human_bytes(room)}" \
            f" (raise --memory{tail})"
+
+
+def sibling(attack: Attack, work: Workload, room: int, seconds: float | None) -> str:
+    """'--attack NAME fits' for the strongest other attack of the same default-audit family that
+    fits `room` bytes (and `seconds`) unchunked, or ""."""
+    if attack.audit is None:
+        return ""
+    family = [cls for _, cls in ATTACKS.items()
+              if cls.audit is not None and cls.audit.family == attack.audit.family and cls.name != attack.name]
+    for cls in sorted(family, key=lambda c: -(c.audit.strength if c.audit else 0)):
+        cost = cls().cost(work, None)
+        if cost.peak_bytes <= room and (seconds is None or cost.seconds <= seconds):
+            fits = f"~{human_seconds(cost.seconds)}, ~{human_bytes(cost.peak_bytes)} a victim"
+            return f"--attack {cls.name} fits ({fits})"
+    return ""
 
 
 def workload(target: Target, view: View, obs: Observation, samples: int, queries: int, aux: int,

@@ -204,3 +204,12 @@ threat-models = ["eavesdropper"]
     (spec,) = parse(tomllib.loads(text)).evaluations[0].specs()
     assert spec.attacks == ("default",) and spec.reconstruction == "strongest"
     assert EvaluationSpec().attacks == ("default",) and EvaluationSpec().reconstruction == "strongest"
+
+
+def test_a_refusal_names_a_weaker_attack_of_the_family_that_fits() -> None:
+    from fedattack.attacks.plan import sibling
+
+    w = work(2400)
+    shokri = ATTACKS.get("membership")().cost(w, None)
+    assert sibling(ATTACKS.get("rmia")(), w, shokri.peak_bytes, None).startswith("--attack membership fits")
+    assert sibling(ATTACKS.get("rmia")(), w, 1, None) == ""
