@@ -2,10 +2,10 @@
 the images off a fully connected first layer (`unmix`), and scoring the reconstructions.
 
 The constants are measured, not derived: `unmix` solves one linear program per lit pixel over
-the images' span (scipy's HiGHS), which docs/privacy.md timed at 45-70 s for 50 MNIST images on
-one loaded thread (about 0.07 s a program); scoring matches N reconstructions to N images by
-their N x N PSNR (elementwise, `image_metrics.psnr_matrix`), a linear assignment and one SSIM
-per pair.
+the images' span (scipy's HiGHS), which benchmarks/README.md timed idle at 15.4 s for 50 MNIST
+images and their 473 lit pixels (0.033 s a program; `LIT_SHARE` of the pixels); scoring matches
+N reconstructions to N images by their N x N PSNR (elementwise, `image_metrics.psnr_matrix`), a
+linear assignment and one SSIM per pair.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from __future__ import annotations
 from fedattack.attacks.cost import Cost, Workload
 from fedattack.attacks.update_inversion.image_metrics import CHUNK_FLOATS
 
-LP_SECONDS_AT_50 = 0.07  # one of unmix's linear programs over the span of 50 images (MNIST)
+LP_SECONDS_AT_50 = 0.033  # one of unmix's linear programs over the span of 50 images (MNIST)
+LIT_SHARE = 0.6  # of the pixels, lit by some image of a 50-image MNIST client (473 of 784)
 PAIR_SECONDS = 1.5e-9  # one pixel of one (reconstruction, image) pair's squared difference
 ASSIGN_SECONDS = 2e-10  # scipy's linear assignment, per N^3
 SSIM_SECONDS = 4e-4  # one pair's SSIM on 28x28 (scales with the pixels)
@@ -43,7 +44,7 @@ def unmix_cost(work: Workload, programs: int) -> Cost:
     """One linear program per candidate pixel (`programs`, 0: every pixel), each over the span
     of the victim's images."""
     n, pixels = work.samples, work.probe.input_numel
-    count = programs or pixels
+    count = programs or int(LIT_SHARE * pixels)
     seconds = count * LP_SECONDS_AT_50 * max(1.0, n / 50) * pixels / 784
     return Cost(seconds, 8 * (pixels + 1) * (n + 1) * 20 + 2**24, f"{count:,} linear programs over {n:,} images")
 
