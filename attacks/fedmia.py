@@ -47,6 +47,7 @@ from fedattack.attacks.reconstruction.base import decoded, log_probs
 from fedattack.attacks.reconstruction.generic import decodes_whole_model
 from fedattack.attacks.reference_models import logit_confidence
 from fedattack.attacks.view import Observation, View
+from fedattack.options import one_of
 from fedattack.registry import UserError
 from fedattack.target import State
 
@@ -63,8 +64,7 @@ class FedMiaSettings:
     def __post_init__(self) -> None:
         if self.max_rounds < 1:
             raise UserError(f"fedmia max_rounds={self.max_rounds} must be at least 1")
-        if self.variance not in VARIANCES:
-            raise UserError(f"fedmia variance={self.variance!r}: use one of {', '.join(VARIANCES)}")
+        one_of(self.variance, VARIANCES, "fedmia variance")
         if self.min_others < 2:
             raise UserError(f"fedmia min_others={self.min_others}: at least 2 are needed for a variance")
 

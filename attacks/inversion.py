@@ -28,6 +28,7 @@ from fedattack.attacks.base import Adversary, Attack, AuditRole, NotApplicable, 
 from fedattack.attacks.cost import GRAPH_PEAK, Cost, Workload, cheaper_setting
 from fedattack.attacks.data_reconstruction import psnr
 from fedattack.attacks.truth import GroundTruth
+from fedattack.options import one_of
 from fedattack.registry import UserError
 from fedattack.results import Metric
 from fedattack.target import State, Target
@@ -58,10 +59,8 @@ class InversionSettings:
     def __post_init__(self) -> None:
         if self.steps < 1 or self.lr <= 0 or self.patience < 1:
             raise UserError("inversion needs steps >= 1, lr > 0 and patience >= 1")
-        if self.loss not in {"fredrikson", "ce"}:
-            raise UserError(f"inversion loss={self.loss!r}: use fredrikson or ce")
-        if self.init not in {"zeros", "gray", "aux-mean"}:
-            raise UserError(f"inversion init={self.init!r}: use zeros, gray or aux-mean")
+        one_of(self.loss, ("fredrikson", "ce"), "inversion loss")
+        one_of(self.init, ("zeros", "gray", "aux-mean"), "inversion init")
 
 
 @dataclass

@@ -35,6 +35,7 @@ from fedattack.attacks.reference_models import (
     train_references,
     victim_counts,
 )
+from fedattack.options import one_of
 from fedattack.registry import UserError
 
 VARIANCES = ("per-example", "global")
@@ -53,8 +54,7 @@ class LiraSettings:
     def __post_init__(self) -> None:
         if self.references < 2:
             raise UserError(f"LiRA references={self.references}: at least 2 are needed for a variance")
-        if self.variance not in VARIANCES:
-            raise UserError(f"LiRA variance={self.variance!r}: use one of {', '.join(VARIANCES)}")
+        one_of(self.variance, VARIANCES, "LiRA variance")
         if not 0.0 < self.in_fraction < 1.0:
             raise UserError("LiRA in_fraction must be between 0 and 1")
 

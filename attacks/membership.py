@@ -36,6 +36,7 @@ from fedattack.attacks.reconstruction.base import log_probs
 from fedattack.attacks.reference_models import offline_size, references_cost
 from fedattack.attacks.shadow import ShadowData, shadow_splits, train_shadows
 from fedattack.interrupts import honour_interrupts
+from fedattack.options import one_of
 from fedattack.registry import UserError
 from fedattack.target import Target
 
@@ -60,10 +61,8 @@ class MembershipSettings:
     def __post_init__(self) -> None:
         if self.shadows < 1:
             raise UserError(f"membership shadows={self.shadows} must be at least 1")
-        if self.classifier not in CLASSIFIERS:
-            raise UserError(f"membership classifier={self.classifier!r}: use one of {', '.join(CLASSIFIERS)}")
-        if self.features not in {"log-probs", "probs"}:
-            raise UserError(f"membership features={self.features!r}: use log-probs or probs")
+        one_of(self.classifier, CLASSIFIERS, "membership classifier")
+        one_of(self.features, ("log-probs", "probs"), "membership features")
         if not 0.0 < self.shadow_in_fraction < 1.0:
             raise UserError("membership shadow_in_fraction must be between 0 and 1")
 

@@ -12,6 +12,7 @@ from fedattack.attacks.base import Attack
 from fedattack.federation.rundir import Federation
 from fedattack.registry import ATTACKS, UserError
 from fedattack.rng import numpy_rng
+from fedattack.suggest import did_you_mean
 
 
 def names(request: str | Sequence[str], known: list[str]) -> list[str]:
@@ -29,9 +30,21 @@ def build_attacks(chosen: list[str], options: dict[str, Any]) -> list[Attack]:
     fields = [set(getattr(c.Settings, "__dataclass_fields__", {})) for c in classes]
     unused = [k for k in options if not any(k.replace("-", "_") in f for f in fields)]
     if unused:
-        raise UserError(f"no chosen attack has the setting {unused[0]!r}; see `fedattack list attacks`")
+        raise UserError(f"no chosen attack has the setting {unused_setting(unused[0], chosen, fields)}; "
+                        "see `fedattack list attacks`")
     return [c.from_options({k: v for k, v in options.items() if k.replace("-", "_") in f})
             for c, f in zip(classes, fields)]
+
+
+def unused_setting(key: str, chosen: list[str], fields: list[set[str]]) -> str:
+    """The setting no chosen attack has, with the chosen attacks' setting it is most like, or
+    else the attacks that do have it (the user may have meant to choose one of them)."""
+    close = did_you_mean(key, sorted(set().union(*fields)))
+    if close:
+        return f"{key!r}{close}"
+    owners = [n for n in ATTACKS.names() if n not in chosen
+              and key.replace("-", "_") in getattr(ATTACKS.get(n).Settings, "__dataclass_fields__", {})]
+    return f"{key!r} (attack {', '.join(owners)} has it: choose it too)" if owners else repr(key)
 
 
 def parse_victims(victims: str | int | Sequence[str | int], fed: Federation, seed: int) -> list[int]:

@@ -26,6 +26,7 @@ from fedattack.attacks.update_inversion.family import InversionSettings, UpdateI
 from fedattack.attacks.update_inversion.fedavg import PRIORS, UpdateSettings, invert_update_jointly
 from fedattack.attacks.update_inversion.joint import Inverted
 from fedattack.attacks.update_inversion.problem import VictimUpdate
+from fedattack.options import one_of
 from fedattack.registry import UserError
 from fedattack.resources import human_seconds
 
@@ -42,8 +43,7 @@ class UpdateInversionSettings(InversionSettings):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.prior not in PRIORS:
-            raise UserError(f"prior {self.prior!r} must be one of {', '.join(PRIORS)}")
+        one_of(self.prior, PRIORS, "prior")
         if self.epoch_prior < 0 or self.realign_every < 1:
             raise UserError("epoch_prior must be >= 0 and realign_every >= 1")
 

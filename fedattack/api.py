@@ -21,10 +21,16 @@ class Run:
     path: Path
     method: str
     dataset: str
-    accuracy: float  # mean local test accuracy at the end, in %
+    accuracy: float | None  # mean local test accuracy at the end, in %; None where no client holds test images
+    utility: dict[str, float] = field(default_factory=dict)  # the run's whole utility summary
 
     def __str__(self) -> str:
-        return f"{self.method} on {self.dataset}: mean local accuracy {self.accuracy:.1f}% ({self.path})"
+        if self.accuracy is not None:
+            return f"{self.method} on {self.dataset}: mean local accuracy {self.accuracy:.1f}% ({self.path})"
+        from fedattack.metrics import describe_utility
+
+        clients = int(self.utility.get("clients_measured", 0))  # none measured: the count is not needed
+        return f"{self.method} on {self.dataset}: {describe_utility(self.utility, clients)} ({self.path})"
 
 
 @dataclass(frozen=True)
@@ -68,7 +74,7 @@ def train(method: str = "fedavg", dataset: str = "digits", out: str | Path = "ru
     spec = FederationSpec.for_dataset(dataset, method=method, **settings)
     path = train_federation(spec, out, overwrite=overwrite, progress=progress)
     final = json.loads((path / "metrics.json").read_text())["final"]
-    return Run(path=Path(path), method=method, dataset=dataset, accuracy=float(final["mean"]))
+    return Run(path=Path(path), method=method, dataset=dataset, accuracy=final.get("mean"), utility=final)
 
 
 def evaluate(run: Run | str | Path, out: str | Path | None = None, *,

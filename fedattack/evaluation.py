@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fedattack.registry import UserError
+from fedattack.suggest import did_you_mean
 
 SCALARS = (bool, int, float, str)
 
@@ -98,7 +99,7 @@ def _victim(victim: int | str) -> None:
         if not count.isdigit() or int(count) < 1:
             raise UserError(f"random:{count} needs a positive count, e.g. random:5")
         return
-    raise UserError(f"victim {text!r} is not a client id, all, or random:N")
+    raise UserError(f"victim {text!r}{did_you_mean(text, ('all', 'random:N'))} is not a client id, all, or random:N")
 
 
 def _int(value: Any, name: str, least: int | None) -> None:

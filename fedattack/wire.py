@@ -14,6 +14,7 @@ from typing import Literal
 import torch
 
 from fedattack.registry import UserError
+from fedattack.suggest import did_you_mean
 
 Payload = dict[str, torch.Tensor]
 SERVER = -1
@@ -80,6 +81,9 @@ class Transcript:
         return self.messages[-1] if self.messages else None
 
 
+POLICIES = ("all", "none", "auto", "final-per-client", "last:K", "every:K")  # as a user spells them
+
+
 @dataclass(frozen=True)
 class RecordingPolicy:
     """Which rounds of the wire are kept on disk.
@@ -106,7 +110,8 @@ class RecordingPolicy:
         if head in {"last", "every"} and arg.isdigit() and int(arg) > 0:
             return
         raise UserError(
-            f"unknown recording policy {self.spec!r}; use all, none, auto, final-per-client, last:K or every:K"
+            f"unknown recording policy {self.spec!r}{did_you_mean(self.spec, POLICIES)}; "
+            "use all, none, auto, final-per-client, last:K or every:K"
         )
 
     @property

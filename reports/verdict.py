@@ -34,6 +34,7 @@ from fedattack.reports.claims import estimate
 from fedattack.reports.collect import LoadedResult, without_variant
 from fedattack.reports.families import unit, units_word
 from fedattack.reports.leakage import Reading, headlines, merged, reading
+from fedattack.suggest import did_you_mean
 
 REFERENCE = "fedavg"
 CATEGORIES = ("reference", "more", "less", "same", "undecided", "alone")
@@ -127,7 +128,8 @@ def require_reference(results: list[LoadedResult], reference: str) -> None:
     without any comparison (the default, FedAvg, may be absent, so it is not required)."""
     methods = {r.run.label for r in results}
     if reference not in methods | {without_variant(m) for m in methods}:
-        raise UserError(f"--reference {reference}: no result attacks that method; the results hold "
+        raise UserError(f"--reference {reference}{did_you_mean(reference, methods)}: no result attacks that "
+                        "method; the results hold "
                         f"{', '.join(sorted(methods)) or 'no method'}")
 
 

@@ -55,6 +55,7 @@ from typing import Any
 import torch
 
 from fedattack.models import ibp
+from fedattack.options import one_of
 from fedattack.registry import UserError
 from fedattack.target import State
 
@@ -112,12 +113,10 @@ def resolve(hyper: Any, input_shape: tuple[int, ...], epochs: int) -> Resolved:
 
 
 def check(hyper: Any) -> None:
-    if hyper.recipe not in RECIPES:
-        raise UserError(f"waffle-ibp recipe={hyper.recipe!r}: use one of {', '.join(RECIPES)}")
-    if hyper.optimizer and hyper.optimizer not in OPTIMIZERS:
-        raise UserError(f"waffle-ibp optimizer={hyper.optimizer!r}: use one of {', '.join(OPTIMIZERS)}")
-    if hyper.temperature_clock not in ("client", "round"):
-        raise UserError(f"waffle-ibp temperature_clock={hyper.temperature_clock!r}: use client or round")
+    one_of(hyper.recipe, RECIPES, "waffle-ibp recipe")
+    if hyper.optimizer:
+        one_of(hyper.optimizer, OPTIMIZERS, "waffle-ibp optimizer")
+    one_of(hyper.temperature_clock, ("client", "round"), "waffle-ibp temperature_clock")
     if not 0 < hyper.temperature_decay <= 1 or hyper.adam_lr <= 0:
         raise UserError("waffle-ibp needs 0 < temperature_decay <= 1 and adam_lr > 0")
 

@@ -61,6 +61,7 @@ import torch
 from fedattack import optim
 from fedattack.federation.executor_plugins._ibp_fast import IBPStepSpec
 from fedattack.models import ibp
+from fedattack.options import one_of
 from fedattack.registry import UserError
 from fedattack.target import LocalData, LocalProblem, State, TargetContext
 from fedattack.training import Batch
@@ -116,8 +117,7 @@ class WaffleHyper:
                 or self.kl_weight < 0 or self.pi_init >= 1:
             raise UserError("waffle-ibp needs alpha_ratio, temperature, selection_lr_scale > 0 "
                             "and factors, kl_weight >= 0, pi_init < 1")
-        if self.kl_b not in {"concrete", "bernoulli"}:
-            raise UserError(f"waffle-ibp kl_b={self.kl_b!r}: use concrete or bernoulli")
+        one_of(self.kl_b, ("concrete", "bernoulli"), "waffle-ibp kl_b")
 
 
 class WaffleIBP(FactorSelectionTarget):

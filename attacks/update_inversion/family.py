@@ -32,6 +32,7 @@ from fedattack.attacks.update_inversion.unmix import (
     order_by_labels,
     unmix,
 )
+from fedattack.options import one_of
 from fedattack.registry import UserError
 from fedattack.results import Metric
 
@@ -94,21 +95,18 @@ class InversionSettings:
     def __post_init__(self) -> None:
         if self.iterations < 1 or self.restarts < 1 or self.step_size <= 0 or self.tv < 0:
             raise UserError("iterations and restarts must be >= 1, step_size > 0 and tv >= 0")
-        if self.distance not in ("cosine", "l2"):
-            raise UserError(f"distance {self.distance!r} must be cosine or l2")
-        if self.selection not in SELECTIONS:
-            raise UserError(f"selection {self.selection!r} must be one of {', '.join(SELECTIONS)}")
-        if self.start not in STARTS or self.programs < 0 or self.peel < 0:
-            raise UserError(f"start {self.start!r} must be one of {', '.join(STARTS)}, programs and peel >= 0")
+        one_of(self.distance, ("cosine", "l2"), "distance")
+        one_of(self.selection, SELECTIONS, "selection")
+        one_of(self.start, STARTS, "start")
+        if self.programs < 0 or self.peel < 0:
+            raise UserError(f"programs and peel must be >= 0, got {self.programs} and {self.peel}")
         if not self.slack >= 0:
             raise UserError(f"slack {self.slack} must be >= 0")
         if self.levels < 0:
             raise UserError(f"levels {self.levels} must be >= 1 (255 for 8-bit images), or 0 to read "
                             "them off the auxiliary data")
-        if self.rank not in RANKS:
-            raise UserError(f"rank {self.rank!r} must be one of {', '.join(RANKS)}")
-        if self.labels not in LABELS:
-            raise UserError(f"labels {self.labels!r} must be one of {', '.join(LABELS)}")
+        one_of(self.rank, RANKS, "rank")
+        one_of(self.labels, LABELS, "labels")
 
 
 class UpdateInversionFamily(DataReconstruction):

@@ -11,12 +11,12 @@ import dataclasses
 
 import click
 
-from fedattack.commands.options import data_root_option
+from fedattack.commands.options import Choice, data_root_option
 
 
 @click.command("audit")
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
-@click.option("--level", type=click.Choice(["client", "example"]), default="client", show_default=True,
+@click.option("--level", type=Choice(["client", "example"]), default="client", show_default=True,
               help="Canary clients sending a random direction (Andrew et al. 2024) or mislabelled "
                    "canary images in the clients' data.")
 @click.option("--canaries", type=click.IntRange(min=2), default=100, show_default=True,

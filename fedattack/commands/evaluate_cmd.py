@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from fedattack.commands.hints import refuse_results_folder
 from fedattack.commands.options import data_root_option, parse_pairs
 from fedattack.evaluation import EvaluationSpec
 from fedattack.jsonfile import read_json
@@ -123,6 +124,7 @@ def evaluate_command(run_dir: str, threat_models: tuple[str, ...], attacks: tupl
 
     memory_bytes = None if memory is None else parse_size(memory, "--memory")
     seconds = None if time_limit is None else parse_duration(time_limit, "--time")
+    refuse_results_folder(Path(run_dir))  # a results folder: say `report` reads it
     out_dir = Path(out) if out else Path("results") / Path(run_dir).name
     previous = claim_folder(out_dir, resume, force)
     replaced, previous = (previous, []) if force else ([], previous)

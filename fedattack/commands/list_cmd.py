@@ -9,6 +9,7 @@ from __future__ import annotations
 import click
 
 from fedattack.catalog import RegistryRef, entries, imported
+from fedattack.commands.options import Choice
 from fedattack.registry import load_plugin_file
 
 SECTIONS = {
@@ -26,7 +27,7 @@ SECTIONS = {
 
 
 @click.command("list")
-@click.argument("what", required=False, type=click.Choice(sorted(SECTIONS)))
+@click.argument("what", required=False, type=Choice(sorted(SECTIONS)))
 @click.option("--plugin", "plugins", multiple=True, type=click.Path(dir_okay=False),
               help="A .py file registering plugins, listed beside the built-ins (repeatable).")
 def list_command(what: str | None, plugins: tuple[str, ...]) -> None:

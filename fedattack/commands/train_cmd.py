@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from fedattack.commands.options import RegistryName, data_root_option, parse_pairs, registry_help
+from fedattack.commands.options import Choice, RegistryName, data_root_option, parse_pairs, registry_help
 from fedattack.defaults import DEFAULT_DATASET, described
 from fedattack.registry import UserError
 
@@ -52,7 +52,7 @@ class NameOrImportPath(RegistryName):
 @click.option("--batch-size", type=click.IntRange(min=1), default=10, show_default=True)
 @click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=None,
               help=f"SGD learning rate. Default: per dataset ({described('lr')}).")
-@click.option("--normalize", type=click.Choice(["dataset", "none"]), default="dataset", show_default=True,
+@click.option("--normalize", type=Choice(["dataset", "none"]), default="dataset", show_default=True,
               help="Inputs by the training split's per-channel mean/std inside the model, or none (raw pixels).")
 @click.option("--set", "hyper", multiple=True, metavar="KEY=VALUE", help="Method hyperparameter, e.g. mu=1.0.")
 @click.option("--seed", type=int, default=0, show_default=True)
@@ -97,9 +97,10 @@ def train_command(method: str, dataset: str, data_root: str | None, download: bo
     out = out or f"runs/{method}-{dataset}-{partition}-s{seed}"
     path = train_federation(spec, out, data_root, download, overwrite, device, progress=not quiet)
     fed = Federation(path, deep_verify=False)
-    u = fed.manifest["utility"]
-    extra = "".join(f", {k} {u[k]:.2f}" for k in ("majority", "minority", "gap") if k in u)
-    click.echo(f"{path}: mean local test accuracy {u['mean']:.2f}%{extra} "
+    from fedattack.metrics import describe_utility
+
+    utility = describe_utility(fed.manifest["utility"], fed.num_clients)
+    click.echo(f"{path}: {utility} "
                f"({fed.manifest['seconds']:.1f}s, wire {fed.manifest['recording']['bytes_on_wire'] / 2**20:.1f} MiB, "
                f"recorded: {fed.manifest['recording']['policy']})")
     if fed.manifest.get("diverged"):

@@ -38,6 +38,7 @@ from fedattack.defences._update import (
     with_update,
 )
 from fedattack.defences.base import Defence
+from fedattack.options import one_of
 from fedattack.registry import UserError
 from fedattack.target import ClientContext
 from fedattack.wire import Message, Payload
@@ -55,8 +56,7 @@ class DPSettings:
 
     def __post_init__(self) -> None:
         _accountant.check_gaussian("dp-fedavg", self.clip_norm, self.noise_multiplier, self.delta)
-        if self.noise not in ("server", "client"):
-            raise UserError(f"dp-fedavg noise={self.noise!r}: choose server or client")
+        one_of(self.noise, ("server", "client"), "dp-fedavg noise")
 
 
 class DPFedAvg(Defence):

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from fedattack.experiments.spec import Experiment, load
 from fedattack.registry import UserError
+from fedattack.suggest import did_you_mean
 
 
 def shipped() -> dict[str, Path]:
@@ -32,7 +33,8 @@ def resolve(name_or_file: str) -> Experiment:
     files = shipped()
     if name_or_file not in files:
         known = ", ".join(files) or "none"
-        raise UserError(f"no experiment named {name_or_file!r}; choose one of: {known}, or pass a .toml file")
+        raise UserError(f"no experiment named {name_or_file!r}{did_you_mean(name_or_file, files)}; "
+                        f"choose one of: {known}, or pass a .toml file")
     return load(files[name_or_file])
 
 

@@ -31,6 +31,7 @@ import json
 from typing import Any
 
 from fedattack.registry import UserError
+from fedattack.suggest import did_you_mean
 
 SINGULAR = {"methods": "method", "seeds": "seed", "partitions": "partition"}
 TABLES = {"hyper", "partition_options", "settings"}  # option tables a dotted key reaches into
@@ -85,7 +86,8 @@ def _path(written: str, allowed: set[str], where: str) -> tuple[str, ...]:
                         f"{_dotted(allowed)}")
     if not rest and (head not in allowed or head in ("grid", "by_method")):
         known = ", ".join(sorted(k.replace("_", "-") for k in allowed - {"grid", "by_method"}))
-        raise UserError(f"{where}: unknown grid key {written!r}; known keys: {known}")
+        raise UserError(f"{where}: unknown grid key {written!r}{did_you_mean(written, known.split(', '))}; "
+                        f"known keys: {known}")
     return (head, *rest)
 
 

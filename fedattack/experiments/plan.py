@@ -22,6 +22,7 @@ from fedattack.experiments.grid import DEFENCE_SETTINGS, POINT
 from fedattack.experiments.spec import Evaluation, Experiment
 from fedattack.federation.spec import FederationSpec
 from fedattack.registry import DATASETS, TARGETS, UserError
+from fedattack.suggest import did_you_mean
 from fedattack.target import Recipe
 
 T = TypeVar("T")
@@ -85,7 +86,8 @@ def plan(exp: Experiment) -> Plan:
         for method in _list(entry, "method", "methods"):
             if method not in TARGETS:
                 if not exp.skip_missing_methods:
-                    raise UserError(f"method {method!r} is not installed; choose one of: {', '.join(TARGETS.names())}")
+                    raise UserError(f"method {method!r}{did_you_mean(method, TARGETS.names())} is not installed; "
+                                    f"choose one of: {', '.join(TARGETS.names())}")
                 notes.append(f"skipped method {method!r}: not installed in this fedattack")
                 continue
             merged = {**entry, **entry.get("by_method", {}).get(method, {})}

@@ -57,6 +57,7 @@ from typing import Any
 from fedattack.evaluation import EvaluationSpec
 from fedattack.experiments.grid import POINT, expand
 from fedattack.registry import UserError
+from fedattack.suggest import did_you_mean
 
 TOP_KEYS = {"name", "description", "caveat", "reproduces", "skip_missing_methods", "defaults", "federation",
             "evaluation"}
@@ -169,7 +170,7 @@ def normalise(table: Any, allowed: set[str], where: str) -> dict[str, Any]:
         name = key.replace("-", "_")
         if name not in allowed:
             known = ", ".join(sorted(k.replace("_", "-") for k in allowed))
-            raise UserError(f"unknown key {key!r} in {where}; known keys: {known}")
+            raise UserError(f"unknown key {key!r}{did_you_mean(key, allowed)} in {where}; known keys: {known}")
         if name in OPAQUE and isinstance(value, dict):
             value = {k.replace("-", "_"): v for k, v in value.items()}
         out[name] = value

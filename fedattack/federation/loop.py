@@ -83,19 +83,21 @@ class RoundLoop:
         state.server = self.target.aggregate(state.server, received, rnd)
         return clients
 
-    def evaluate(self, state: FederationState) -> list[float]:
-        """Every client's local test accuracy on the model it deploys.
+    def evaluate(self, state: FederationState, datas: list[LocalData] | None = None) -> list[float]:
+        """Every client's local test accuracy on the model it deploys (on `datas`' test sets
+        where given instead of the clients' own: `fedattack.federation.utility`).
 
         An executor with an `evaluate(target, deployed, datas)` method evaluates all clients
         at once (the batched one pools clients with alike models); otherwise one by one.
         """
         accs: list[float] = []
+        datas = self.datas if datas is None else datas
         with torch.no_grad():
             together = getattr(self.executor, "evaluate", None)
             if together is not None:
                 deployed = [self.target.deployed(state.server, p) for p in state.private]
-                return together(self.target, deployed, self.datas)
-            for k, data in enumerate(self.datas):
+                return together(self.target, deployed, datas)
+            for k, data in enumerate(datas):
                 params = self.target.deployed(state.server, state.private[k])
                 accs.append(accuracy(self.target.forward(params, data.x_test), data.y_test))
         return accs

@@ -20,6 +20,7 @@ from fedattack.federation.rundir import RunWriter
 from fedattack.federation.spec import FederationSpec
 from fedattack.federation.storage import write_json
 from fedattack.federation.transcript_io import TranscriptWriter
+from fedattack.federation.utility import final_utility
 from fedattack.interrupts import terminate_as_interrupt
 from fedattack.metrics import utility_summary
 from fedattack.models import count_parameters
@@ -74,7 +75,7 @@ def _train_federation(spec: FederationSpec, out: str | Path, data_root: str | No
         recording = recorder.close()
         writer.write_partition(partition)
         writer.write_states(state.server, state.private)
-        final = utility_summary(history[-1]["accuracy"], partition.groups())
+        final = final_utility(loop, state, history[-1]["accuracy"], dataset, partition, spec.seed)
         write_json(writer.tmp / "metrics.json", {"rounds": history, "final": final})
         manifest = describe(spec, dataset, partition, target, recording, final)
         summary = target.summarize(state.server, state.private, partition.groups())
@@ -102,7 +103,9 @@ def run_rounds(loop: RoundLoop, spec: FederationSpec, recorder: TranscriptWriter
         if rnd % spec.eval_every == 0 or rnd == spec.rounds:
             accs = loop.evaluate(state)
             history.append({"round": rnd, "sampled": sampled, "accuracy": accs})
-            bar.set_postfix(acc=f"{utility_summary(accs, partition.groups())['mean']:.2f}")
+            mean = utility_summary(accs, partition.groups()).get("mean")
+            if mean is not None:  # no client holds test images: nothing to show
+                bar.set_postfix(acc=f"{mean:.2f}")
     return state, history
 
 
