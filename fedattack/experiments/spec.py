@@ -29,8 +29,8 @@ naming it, because a misspelt key that is silently ignored gives a plausible wro
     [[evaluation]]                    # attacks on the federations it selects
     methods = ["fedavg"]              # optional filters: methods, datasets, partitions
     threat-models = ["eavesdropper", "oracle"]
-    attacks = ["membership", "inversion"]
-    reconstructions = ["auto"]        # strategy names, or "auto" / "all"
+    attacks = ["membership", "inversion"]  # or "all"; left out: the default audit (the strongest that fit)
+    reconstructions = ["strongest"]   # the default; strategy names, or "auto" / "all"
     victims = [0, 1]                  # client ids, "all" or "random:N"
     aux-size = 200                    # the adversary's auxiliary samples (default: the attack's)
     eval-size = 300                   # samples for the evaluation classifier (inversion)
@@ -77,7 +77,7 @@ TABLES = {"partition_options": "{ classes-per-client = 2 }", "hyper": "{ mu = 0.
 class Evaluation:
     threat_models: tuple[str, ...]
     attacks: tuple[str, ...]
-    reconstructions: tuple[str, ...] = ("auto",)
+    reconstructions: tuple[str, ...] = ("strongest",)
     victims: tuple[int | str, ...] = (0,)
     aux_size: int | None = None
     eval_size: int | None = None
@@ -213,9 +213,10 @@ def _ints(value: Any, key: str, where: str) -> tuple[int, ...]:
 
 
 def _evaluation(e: dict[str, Any], where: str) -> Evaluation:
-    for key in ("threat_models", "attacks"):
-        if not e.get(key):
-            raise UserError(f"{where} [[evaluation]] needs {key.replace('_', '-')} = [...]")
+    if not e.get("threat_models"):
+        raise UserError(f"{where} [[evaluation]] needs threat-models = [...]")
+    if "attacks" in e and not e["attacks"]:
+        raise UserError(f"{where} [[evaluation]] attacks = [] names nothing; leave it out for the default audit")
     settings = e.get("settings", {})
     if not isinstance(settings, dict) or any(isinstance(v, dict) for v in settings.values()):
         raise UserError(f"{where}: [evaluation.settings] holds key = value attack settings, e.g. shadows = 3")
@@ -239,8 +240,8 @@ def _evaluation(e: dict[str, Any], where: str) -> Evaluation:
             raise UserError(f"{where}: executor must be an executor's name, e.g. \"batched\"")
         EXECUTORS.get(executor)  # an unknown one is refused before anything trains
     ev = Evaluation(threat_models=tuple(_strings(e["threat_models"], "threat-models", where)),
-                    attacks=tuple(_strings(e["attacks"], "attacks", where)),
-                    reconstructions=tuple(_strings(e.get("reconstructions", ["auto"]), "reconstructions", where)),
+                    attacks=tuple(_strings(e.get("attacks", ["default"]), "attacks", where)),
+                    reconstructions=tuple(_strings(e.get("reconstructions", ["strongest"]), "reconstructions", where)),
                     victims=tuple(victims), seeds=_ints(e.get("seeds", [0]), "seeds", where),
                     settings=dict(settings), methods=opt("methods"), datasets=opt("datasets"),
                     partitions=opt("partitions"), executor=executor, **sizes)
