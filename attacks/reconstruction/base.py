@@ -89,7 +89,9 @@ def applicable(target: Target, parts: frozenset[str], deployed_only: bool) -> li
 
 def resolve(request: str, target: Target, parts: frozenset[str],
             deployed_only: bool) -> list[Strategy]:
-    """`auto` (the best applicable), `all` (every applicable) or one strategy by name.
+    """`auto` (the applicable strategy of lowest rank), `all` or `strongest` (every applicable:
+    `strongest` then keeps the strongest, chosen honestly, `attacks.selection`) or strategies
+    by name.
 
     Returns [] when nothing applies (the caller reports "not applicable"); a strategy asked for
     by name that cannot apply here is the user's mistake and raises `UserError`.
@@ -97,7 +99,7 @@ def resolve(request: str, target: Target, parts: frozenset[str],
     usable = applicable(target, parts, deployed_only)
     if request == "auto":
         return usable[:1]
-    if request == "all":
+    if request in ("all", "strongest"):
         return usable
     names = [s.name for s in usable]
     for name in request.split(","):
