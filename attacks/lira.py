@@ -22,13 +22,16 @@ import numpy as np
 import torch
 from scipy import stats
 
-from fedattack.attacks.base import Adversary
+from fedattack.attacks.base import Adversary, AuditRole
+from fedattack.attacks.cost import Cost, Workload, cheaper_setting
 from fedattack.attacks.membership_family import MEMBERSHIP_METRICS, Calibrated, MembershipAttack
 from fedattack.attacks.reference_models import (
     logit_confidence,
     offline_plan,
+    offline_size,
     plan_info,
     reference_confidences,
+    references_cost,
     train_references,
     victim_counts,
 )
@@ -71,6 +74,14 @@ class LiraOffline(MembershipAttack):
     Settings = LiraSettings
     fast_settings = {"references": 4, "variance": "global"}
     metrics = tuple(_replace(m, label=f"{m.label} by offline LiRA") for m in MEMBERSHIP_METRICS)
+    audit = AuditRole("membership", strength=20)
+
+    def cost(self, work: Workload, chunk: int | None = None) -> Cost:
+        s = self.settings
+        return references_cost(work, s.references, offline_size(work, work.aux, s.in_fraction), work.queries)
+
+    def cheaper(self, work: Workload, memory: int, seconds: float | None) -> str:
+        return cheaper_setting(self, work, memory, seconds, "references", [8, 4, 2])
 
     def scores(self, adv: Adversary, gen: torch.Generator) -> Calibrated:
         s, queries = self.settings, adv.knowledge.queries

@@ -48,15 +48,20 @@ def unused_setting(key: str, chosen: list[str], fields: list[set[str]]) -> str:
 
 
 def parse_victims(victims: str | int | Sequence[str | int], fed: Federation, seed: int) -> list[int]:
-    """Client ids from ids, "all" or "random:N" (see `evaluate_run`)."""
+    """Client ids from ids, "all" or "random:N" (see `evaluate_run`). A random:N above the
+    federation's clients is refused, except the default (EvaluationSpec's), which takes every
+    client of a federation smaller than it."""
+    from fedattack.evaluation import EvaluationSpec
+
     items = [victims] if isinstance(victims, (str, int)) else list(victims)
+    default = [str(v) for v in items] == [str(v) for v in EvaluationSpec.victims]
     chosen: list[int] = []
     for item in items:
         text = str(item).strip()
         if text == "all":
             chosen += range(fed.num_clients)
         elif text.startswith("random:"):
-            chosen += random_victims(fed, text[7:], seed)
+            chosen += random_victims(fed, text[7:], seed, at_most_all=default)
         else:
             try:
                 client = int(text)
@@ -67,9 +72,12 @@ def parse_victims(victims: str | int | Sequence[str | int], fed: Federation, see
     return list(dict.fromkeys(chosen))
 
 
-def random_victims(fed: Federation, count: str, seed: int) -> list[int]:
+def random_victims(fed: Federation, count: str, seed: int, at_most_all: bool = False) -> list[int]:
     if not count.isdigit() or int(count) < 1:
         raise UserError(f"random:{count} needs a positive count, e.g. random:5")
+    if int(count) > fed.num_clients and not at_most_all:
+        raise UserError(f"random:{count} asks for {int(count)} victims, but this federation has {fed.num_clients} "
+                        f"clients; pass random:{fed.num_clients} or all")
     seen = sorted(set(fed.transcript().clients())) or list(range(fed.num_clients))
     k = min(int(count), len(seen))
     return sorted(int(c) for c in numpy_rng(seed, "victims").choice(seen, size=k, replace=False))

@@ -142,6 +142,13 @@ class Knowledge:
                 "victim_class_counts": self.victim_class_counts, "labels_known": self.labels_known,
                 "recipe_known": self.recipe_known, "member_share": round(self.member_share, 4)}
 
+    def for_attack(self, requires: frozenset[str]) -> Knowledge:
+        """What an attack that `requires` these inputs is handed: the membership queries (which
+        hold the victim's own training records) only to an attack that judges them."""
+        if "queries" in requires:
+            return self
+        return dataclasses.replace(self, queries=Samples.empty_like(self.queries))
+
     def as_known_by(self, knows: Knows) -> Knowledge:
         """What of this (complete) knowledge an adversary with `knows` is handed."""
         aux = self.aux if knows.aux_size is None else self.aux.take(torch.arange(min(knows.aux_size, len(self.aux))))

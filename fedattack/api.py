@@ -78,20 +78,29 @@ def train(method: str = "fedavg", dataset: str = "digits", out: str | Path = "ru
 
 
 def evaluate(run: Run | str | Path, out: str | Path | None = None, *,
-             threat_models: str | Sequence[str] = "eavesdropper", attacks: str | Sequence[str] = "all",
+             threat_models: str | Sequence[str] = "eavesdropper", attacks: str | Sequence[str] = "default",
              victims: str | int | Sequence[str | int] = "random:5", progress: bool = False,
+             memory: str | int | None = None, time: str | float | None = None, show_plan: bool = False,
              **options: Any) -> Evaluation:
-    """Attack a run as `fedattack evaluate` does; `options` are `EvaluationSpec`'s (settings=,
-    reconstruction=, aux_size=, eval_size=, max_queries=, seed=, executor=)."""
+    """Attack a run as `fedattack evaluate` does (by default the default audit: the strongest
+    attacks that fit); `memory` ("8G" or bytes; default half the memory available) and `time`
+    ("45m" or seconds) are its budget, `show_plan` prints the plan first; `options` are
+    `EvaluationSpec`'s (settings=, reconstruction=, aux_size=, eval_size=, max_queries=, seed=,
+    executor=)."""
     from fedattack.attacks.evaluate import evaluate_run
+    from fedattack.attacks.planning import budget_of, is_default
     from fedattack.evaluation import EvaluationSpec
+    from fedattack.resources import parse_duration, parse_size
     from fedattack.results import AttackResult
 
     run_dir = run.path if isinstance(run, Run) else Path(run)
     folder = Path(out) if out is not None else Path("results") / run_dir.name
     spec = EvaluationSpec(threat_models=_tuple(threat_models), attacks=_tuple(attacks),
                           victims=_tuple(victims), **options)
-    written = evaluate_run(run_dir, spec, folder, progress=progress)
+    budget = budget_of(None if memory is None else parse_size(memory, "memory"),
+                       None if time is None else parse_duration(time, "time"), is_default(spec))
+    written = evaluate_run(run_dir, spec, folder, progress=progress, budget=budget,
+                           echo=print if show_plan else None)
     return Evaluation(path=folder, results=[AttackResult.load(p) for p in written])
 
 

@@ -45,6 +45,7 @@ class Strategy:
 
     name: ClassVar[str] = ""
     needs: ClassVar[frozenset[str]] = frozenset()  # Observation parts it reads besides decode's
+    needs_labels: ClassVar[bool] = False  # it fits on labelled auxiliary data (no labels: not applicable)
     rank: ClassVar[int] = 10  # `auto` picks the applicable strategy of lowest rank
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -97,7 +98,9 @@ def applicable(target: Target, parts: frozenset[str], deployed_only: bool) -> li
 
 def resolve(request: str, target: Target, parts: frozenset[str],
             deployed_only: bool) -> list[Strategy]:
-    """`auto` (the best applicable), `all` (every applicable) or one strategy by name.
+    """`auto` (the applicable strategy of lowest rank), `all` or `strongest` (every applicable:
+    `strongest` then keeps the strongest, chosen honestly, `attacks.selection`) or strategies
+    by name.
 
     Returns [] when nothing applies (the caller reports "not applicable"); a strategy asked for
     by name that cannot apply here is the user's mistake and raises `UserError`.
@@ -105,7 +108,7 @@ def resolve(request: str, target: Target, parts: frozenset[str],
     usable = applicable(target, parts, deployed_only)
     if request == "auto":
         return usable[:1]
-    if request == "all":
+    if request in ("all", "strongest"):
         return usable
     names = [s.name for s in usable]
     for name in request.split(","):

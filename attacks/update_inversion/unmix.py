@@ -44,6 +44,7 @@ import torch
 from fedattack.attacks.update_inversion.image_metrics import assignment
 from fedattack.attacks.update_inversion.levels import ZERO, LevelJudge, image_functional, pixel_normalisation
 from fedattack.attacks.update_inversion.objectives import Forward, State
+from fedattack.progress import steps
 
 SAME = 0.98  # cosine above which two solutions are the same image
 SAME_COLUMN = 1e-4  # columns of the update closer than this (relative) belong to equally lit pixels
@@ -154,7 +155,8 @@ class Search:
 
 def solve_pixels(basis: np.ndarray, pixels: np.ndarray, weights: np.ndarray | None,
                  rows: np.ndarray, slack: float) -> dict[int, np.ndarray]:
-    return {int(p): x for p in pixels if (x := lightest_with(basis, int(p), weights, rows, slack)) is not None}
+    return {int(p): x for p in steps(pixels, "linear programs")
+            if (x := lightest_with(basis, int(p), weights, rows, slack)) is not None}
 
 
 def count_certified(answers: dict[int, np.ndarray], judge: LevelJudge) -> int:

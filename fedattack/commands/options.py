@@ -81,3 +81,19 @@ def data_root_option(func: F) -> F:
     return click.option("--data-root", envvar="FEDATTACK_DATA", type=click.Path(file_okay=False),
                         default=None, show_envvar=True,
                         help="Folder with the datasets (torchvision layout).")(func)
+
+
+def _load_plugin_files(ctx: click.Context, param: click.Parameter, files: tuple[str, ...]) -> tuple[str, ...]:
+    """Eager, so a plugin registers its names before the rest of the command line is read."""
+    from fedattack.registry import load_plugin_file
+
+    for path in files:
+        load_plugin_file(path)
+    return files
+
+
+def plugin_option(what: str) -> Callable[[F], F]:
+    """`--plugin FILE` (repeatable): a user's .py file that registers `what` (a defence, a method, ...)."""
+    return click.option("--plugin", "plugins", multiple=True, type=click.Path(dir_okay=False), is_eager=True,
+                        callback=_load_plugin_files,
+                        help=f"A .py file registering {what} (repeatable; loaded before the other options).")

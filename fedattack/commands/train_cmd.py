@@ -59,7 +59,9 @@ class NameOrImportPath(RegistryName):
 @click.option("--record", default="auto", show_default=True,
               help="Which rounds of the wire to keep: auto, all, none, final-per-client, last:K, every:K.")
 @click.option("--eval-every", type=click.IntRange(min=1), default=1, show_default=True)
-@click.option("--executor", default="sequential", show_default=True)
+@click.option("--executor", default="batched", show_default=True,
+              help="how clients train: batched (all sampled clients at once, the default), sequential (one "
+                   "at a time, the reference), batched-native (batched, WAFFLe's step compiled; needs gcc)")
 @click.option("--device", default="cpu", show_default=True)
 @click.option("--out", type=click.Path(file_okay=False), default=None, help="Run directory to write.")
 @click.option("--overwrite", is_flag=True, help="Replace --out if it exists.")

@@ -34,7 +34,7 @@ import torch
 from fedattack.options import build_dataclass, named_settings
 from fedattack.registry import TARGETS, Registry, UserError
 from fedattack.rng import generator
-from fedattack.target import ClientContext, State, Target, TargetContext
+from fedattack.target import ClientContext, State, Target, TargetContext, WireSchema
 from fedattack.wire import Message, Payload
 
 DEFENCES: Registry[type[Defence]] = Registry("defence", "fedattack.defences")
@@ -62,9 +62,23 @@ class Defence:
     def __init__(self, settings: Any, ctx: TargetContext) -> None:
         self.settings = settings
         self.ctx = ctx
+        self.wraps: Target  # the method it wraps, set by `make_target` before `bind`
 
     def bind(self, target: Target) -> None:
         """Called once with the wrapped method; raise UserError if this defence cannot wrap it."""
+
+    def update_of(self, up: Payload, down: Payload) -> Payload:
+        """The client's update in this uplink, as the wrapped method declares it
+        (`Target.uplink_update`: for most methods the uplink relative to the downlink)."""
+        return self.wraps.uplink_update(down, up)
+
+    def with_update(self, up: Payload, down: Payload, update: Payload) -> Payload:
+        """The uplink carrying `update` instead, in the wrapped method's encoding."""
+        return self.wraps.with_uplink_update(down, up, update)
+
+    def wire(self, schema: WireSchema) -> WireSchema:
+        """The wire schema as this defence leaves it (the dtypes of what it sends instead)."""
+        return schema
 
     def on_uplink(self, up: Payload, down: Payload, ctx: ClientContext) -> Payload:
         return up
@@ -92,7 +106,8 @@ class Defence:
 
 
 class _Defended:
-    """Mixed in before a method's class: its defences run around `seal` and `aggregate`."""
+    """Mixed in before a method's class: its defences run around `seal` and `aggregate`, and
+    each says what it does to the wire schema."""
 
     defences: list[Defence]
     ctx: TargetContext
@@ -120,6 +135,12 @@ class _Defended:
         hiding = [d.name for d in self.defences if d.hides_uplinks]
         return f"{', '.join(hiding)} masks every uplink" if hiding else None
 
+    def wire_schema(self) -> WireSchema:
+        schema = super().wire_schema()  # type: ignore[misc]  # the method's own
+        for defence in self.defences:
+            schema = defence.wire(schema)
+        return schema
+
     def decode(self, down: Payload | None, up: Payload) -> State | None:
         if self.uplinks_hidden:
             return None
@@ -131,8 +152,8 @@ class _DefendedTraining(_Defended):
 
     batchable = False
 
-    def private_gradients(self, params: State, consts: State, batch: Any, noise: State,
-                          step: torch.Tensor, ctx: ClientContext) -> list[torch.Tensor | None]:
+    def local_gradients(self, params: State, consts: State, batch: Any, noise: State,
+                        step: torch.Tensor, ctx: ClientContext) -> list[torch.Tensor | None]:
         trainer = next(d for d in self.defences if d.trains_locally)
         return trainer.local_gradients(self, params, consts, batch, noise, step, ctx)  # type: ignore[arg-type]
 
@@ -152,13 +173,14 @@ def make_target(method: str, hyper: Mapping[str, Any], ctx: TargetContext,
     target = wrapped(cls.make_hyper(hyper), ctx)
     target.defences = built
     for defence in built:
+        defence.wraps = target
         defence.bind(target)
     return target
 
 
 def defence_entries(target: Target) -> list[dict[str, Any]]:
     """The manifest's record of a target's defences: name, typed settings, accounting."""
-    return [d.describe() for d in getattr(target, "defences", [])]
+    return [d.describe() for d in target.defences]
 
 
 def build_defence(entry: Mapping[str, Any], ctx: TargetContext) -> Defence:

@@ -17,7 +17,6 @@ from fedattack.data.types import Dataset, Partition
 from fedattack.federation.active import ActiveThreatModel, Downlinks
 from fedattack.federation.executors import ClientJob, Executor, SequentialExecutor
 from fedattack.federation.spec import FederationSpec
-from fedattack.metrics import accuracy
 from fedattack.rng import generator, numpy_rng
 from fedattack.target import ClientContext, LocalData, State, Target
 from fedattack.wire import SERVER, Message
@@ -102,19 +101,10 @@ class RoundLoop:
 
     def evaluate(self, state: FederationState, datas: list[LocalData] | None = None) -> list[float]:
         """Every client's local test accuracy on the model it deploys (on `datas`' test sets
-        where given instead of the clients' own: `fedattack.federation.utility`).
-
-        An executor with an `evaluate(target, deployed, datas)` method evaluates all clients
-        at once (the batched one pools clients with alike models); otherwise one by one.
-        """
-        accs: list[float] = []
+        where given instead of the clients' own: `fedattack.federation.utility`), as the
+        executor evaluates them (the sequential one client by client, the batched one pooling
+        clients with alike models)."""
         datas = self.datas if datas is None else datas
         with torch.no_grad():
-            together = getattr(self.executor, "evaluate", None)
-            if together is not None:
-                deployed = [self.target.deployed(state.server, p) for p in state.private]
-                return together(self.target, deployed, datas)
-            for k, data in enumerate(datas):
-                params = self.target.deployed(state.server, state.private[k])
-                accs.append(accuracy(self.target.forward(params, data.x_test), data.y_test))
-        return accs
+            deployed = [self.target.deployed(state.server, p) for p in state.private]
+            return self.executor.evaluate(self.target, deployed, datas)

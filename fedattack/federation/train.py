@@ -46,7 +46,9 @@ def build_target(spec: FederationSpec, dataset: Dataset, num_clients: int,
 
 def estimate_wire_bytes(target: Target, spec: FederationSpec, num_clients: int) -> int:
     schema = target.wire_schema()
-    per_msg = sum(torch.Size(s).numel() * 4 for s in [*schema.downlink.values(), *schema.uplink.values()])
+    per_msg = sum(torch.Size(s).numel() * schema.dtype(kind, n).itemsize
+                  for kind, shapes in (("downlink", schema.downlink), ("uplink", schema.uplink))
+                  for n, s in shapes.items())
     return per_msg * spec.clients_per_round(num_clients) * spec.rounds
 
 
@@ -146,8 +148,7 @@ def describe(spec: FederationSpec, dataset: Dataset, partition: Partition, targe
         "normalization": (None if target.ctx.normalization is None
                           else target.ctx.normalization.to_json()),
         "defences": defence_entries(target),
-        "wire_schema": {"downlink": {k: list(v) for k, v in schema.downlink.items()},
-                        "uplink": {k: list(v) for k, v in schema.uplink.items()}},
+        "wire_schema": schema.to_json(),
         "recording": recording,
         "utility": final,
         "numerics": numerics(),

@@ -3,7 +3,7 @@ one's federation (the wire, the server, the clients' private states) bit for bit
 
 Bit for bit holds for the batched executor's vmap path (`vmap(grad(local_loss))`), which every
 method can take: a defence runs per client, after the executor, on the same floats either way.
-The hand-written MLP step the batched executor prefers for plain-loss MLPs (`_mlp_fast`: one
+The `dense` kernel the batched executor takes for plain-loss MLPs (`fedattack.kernels.dense`: one
 `baddbmm` over the stacked clients) sums its matrix products in another order than the
 per-client autograd step, so its runs differ in the last bits (2-3e-7 at most on this tiny
 federation, with or without defences: docs/defences.md); those are compared within the

@@ -1,7 +1,7 @@
 """WAFFLe's factor selection for many clients at once, with its gradient written out by hand.
 
-`fedattack.models.ibp` is what a client's loss calls, and autograd differentiates it. A batched
-step over C clients (`executor_plugins/_ibp_fast.py`) instead runs the same mathematics on
+`ibp.py` is what a client's loss calls, and autograd differentiates it. A batched step over C
+clients (`kernel.py`) instead runs the same mathematics on
 (C, F) tensors with the backward pass written out: under `vmap(grad(...))` each of the ~60 tiny
 elementwise operations of the selection and its KL costs a transform's dispatch twice, and on
 the MNIST setting that overhead, not arithmetic, was most of a step. At (C, F) sizes every
@@ -14,8 +14,8 @@ operation costs its dispatch, not its arithmetic, so the formulas are rearranged
 - the stick products pi = prod v and their reverse sums are products with a triangular matrix;
 - the chain rule to log c and log d is folded into the Kumaraswamy-Beta KL's derivatives.
 
-Each is the same function as `ibp.py`'s, so the gradients equal autograd's within rounding
-(float64, tests/targets/test_waffle_fused.py), but the float32 bits are not those of the
+Each is the same function as `ibp.py`'s, and the gradients are `derivation.py`'s (B1-B8), which
+they equal within rounding (float64, tests/targets/test_waffle_derivation.py), but the float32 bits are not those of the
 operation-for-operation version this replaced. Every clamp passes gradient where torch's clamp
 does (inside the closed interval; v's clamp is read in log space, ratio >= log 1e-7).
 """
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import torch
 
-from fedattack.models import ibp
+from . import ibp
 
 LOG_V_MIN = math.log(1e-7)  # `ibp.stick_breaking_log_probs` clamps v at 1e-7
 # log pi is floored here before its exponential: below about -87 exp's float32 result is

@@ -3,7 +3,7 @@ Federated Learning", ICLR 2021 submission; IEEE Access 10, 2022, which wins wher
 
 Factorised layers share a dictionary of rank-1 factors: W_i = W_a diag(r * b_i) W_b (eqs. 2-4;
 convolution kernels reshaped to (k*k*C_in) x C_out, appendix A). Each client infers its own
-factor selection b_i under a stick-breaking IBP prior (eqs. 5-11, `fedattack.models.ibp`).
+factor selection b_i under a stick-breaking IBP prior (eqs. 5-11, `ibp.py`).
 
 Wire (Algorithm 1, section II.C.1): down and up go W_a, W_b and r of every factorised layer and
 every weight of the layers that are not factorised (the output layer; conv biases). The server
@@ -38,15 +38,19 @@ The paper does not say which ratio its Table 2 used (its F=120 numbers lie withi
 0.8-1.0 rows); 1.0 (alpha = F) is the default. The temperature (2/3) is not in the paper
 either; it is IBP-WF's MNIST value.
 
-Recipes (`_waffle_recipe`): `recipe=literal` (default) is the above, as the paper states it.
+Recipes (`recipe.py`): `recipe=literal` (default) is the above, as the paper states it.
 `recipe=ibp-wf` takes IBP-WF's training where the paper is silent: Adam (lr 1e-3), a temperature
 schedule, a fine-tuning phase on the thresholded selection at the end of each round, evaluation
 at kappa 0.5; each is its own setting (optimizer, adam_lr, temperature_start, temperature_decay,
 temperature_clock, finetune_epochs, eval_threshold), documented with its source there.
 `recipe=personal` is ibp-wf with the choices our search made so that clients personalise
-(kl_weight 0.01 among them; the table is in `_waffle_recipe`).
+(kl_weight 0.01 among them; the table is in `recipe.py`).
 The federation's manifest gets the selection's health (`summarize`): how far pi moved from the
 prior, how much clients differ, how many distinct factor sets they use, per group.
+
+The batched executors train a stack of WAFFLe clients on an MLP through WAFFLe's own kernel
+(`kernel.py`, its compiled variant `native.c` under `--executor batched-native`), which
+`step_kernel` returns; `derivation.py` is the gradient they compute, written out.
 """
 
 from __future__ import annotations
@@ -59,23 +63,18 @@ from typing import Any
 import torch
 
 from fedattack import optim
-from fedattack.federation.executor_plugins._ibp_fast import IBPStepSpec
-from fedattack.models import ibp
+from fedattack.kernels import StepKernel
 from fedattack.options import one_of
 from fedattack.registry import UserError
 from fedattack.target import LocalData, LocalProblem, State, TargetContext
 from fedattack.training import Batch
 from fedattack.wire import Payload
 
-from . import _waffle_recipe as recipes
-from ._control import local_steps
-from ._factor_selection import (  # noqa: F401
-    PAPER_FACTORS,
-    FactorSelectionTarget,
-    LowRankLayers,
-    LowRankLinear,
-    choose_factors,
-)
+from .._control import local_steps
+from . import ibp
+from . import recipe as recipes
+from .factors import FactorSelectionTarget
+from .kernel import SELECTION, IBPStepSpec, WaffleKernel
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -87,7 +86,7 @@ class WaffleHyper:
     initial N(mean, 0.1^2) (IBP-WF's 0 suits its Adam; under plain SGD the composed weights
     then start about 20 times smaller than a plain layer's; a diagnostic, not in the paper).
     recipe: literal, ibp-wf or personal; optimizer, adam_lr, temperature_start, temperature_decay,
-    temperature_clock, finetune_epochs: the recipe's choices (`_waffle_recipe`; an empty or
+    temperature_clock, finetune_epochs: the recipe's choices (`recipe.py`; an empty or
     negative value takes the recipe's, as does eval_threshold; temperature is the final one).
     kl_weight: the KL's weight in the client's objective, as a multiple of the paper's (eq. 12
     weighs it 1 per client dataset, 1 / |D_i| per data point); not in the paper, a search
@@ -126,6 +125,10 @@ class WaffleIBP(FactorSelectionTarget):
     name = "waffle-ibp"
     paper = "Hao et al., WAFFLe, IEEE Access 2022"
     Hyper = WaffleHyper
+    # its kernel computes exactly this class's loss: a subclass that changes any part of it
+    # trains through the generic path unless it declares a kernel of its own
+    declared_about = {**FactorSelectionTarget.declared_about,
+                      "step_kernel": ("local_loss", "noise_shapes", "thresholded", "selection", "alpha")}
 
     def __init__(self, hyper: Any, ctx: TargetContext) -> None:
         super().__init__(hyper, ctx)
@@ -212,21 +215,21 @@ class WaffleIBP(FactorSelectionTarget):
             return nll + torch.where(tuning, torch.zeros(()), kl / consts["n_train"])
         return nll + kl / consts["n_train"]
 
-    def ibp_step_spec(self, problem: LocalProblem) -> IBPStepSpec | None:
-        """The batched executor's hand-written step computes exactly `local_loss` on a low-rank
-        MLP (`executor_plugins/_ibp_fast.py`); say so, with what it needs, when that holds."""
+    def step_kernel(self, problem: LocalProblem) -> StepKernel | None:
+        """WAFFLe's kernel (`kernel.py`) computes exactly `local_loss` on a low-rank MLP whose
+        layers step each selection's three parameters by one optimiser: say so where that holds."""
         chain = self.lowrank_chain(problem)
-        own = all(getattr(type(self), m) is getattr(WaffleIBP, m)
-                  for m in ("local_loss", "thresholded", "selection", "alpha", "noise_shapes"))
-        selection = {f"{layer}.{p}" for layer in self.factorized for p in ("pi_logit", "log_c", "log_d")}
-        if chain is None or not own or set(problem.params) != set(self.param_names) | selection:
+        selection = {f"{layer}.{p}" for layer in self.factorized for p in SELECTION}
+        if chain is None or set(problem.params) != set(self.param_names) | selection:
+            return None
+        if any(len({self.optimizer(f"{layer}.{n}") for n in SELECTION}) > 1 for layer in self.factorized):
             return None
         rec = self.rec
-        return IBPStepSpec(chain=chain, alpha={layer: self.alpha(layer) for layer in self.factorized},
-                           scale=self.selection_scale, kl_b=self.hyper.kl_b,
-                           kl_weight=float(self.hyper.kl_weight),
-                           kappa=rec.kappa if rec.finetune_epochs else None,
-                           temperature=lambda consts, step: recipes.temperature(rec, consts, step))
+        return WaffleKernel(IBPStepSpec(chain=chain, alpha={layer: self.alpha(layer) for layer in self.factorized},
+                                        scale=self.selection_scale, kl_b=self.hyper.kl_b,
+                                        kl_weight=float(self.hyper.kl_weight),
+                                        kappa=rec.kappa if rec.finetune_epochs else None,
+                                        temperature=lambda consts, step: recipes.temperature(rec, consts, step)))
 
     def thresholded(self, logit: torch.Tensor) -> torch.Tensor:
         """pi 1[pi >= kappa]: IBP-WF's deterministic selection (all of pi when kappa is 0)."""
@@ -237,7 +240,7 @@ class WaffleIBP(FactorSelectionTarget):
         return self.thresholded(private[f"{layer}.pi_logit"])
 
     def summarize(self, server: State, private: list[State], groups: list[str]) -> dict[str, Any]:
-        """The selection's health over the clients that trained (see `_waffle_recipe`)."""
+        """The selection's health over the clients that trained (see `recipe.py`)."""
         trained = [k for k, p in enumerate(private) if p]
         if not trained:
             return {}

@@ -1,13 +1,13 @@
-"""WAFFLe's batched step on a CPU with its elementwise work compiled: opt-in, `batched-native`.
+"""WAFFLe's batched step on a CPU with its elementwise work compiled: the kernel option "native".
 
-`ibp_grad.SelectionStep` is ~60 torch operations on (C, F) tensors and the step around the
+`selection.SelectionStep` is ~60 torch operations on (C, F) tensors and the step around the
 products ~25 more, and at the MNIST setting's sizes each costs its dispatch (2-5 us), not its
-arithmetic: about half of a step. Here the same formulas (`ibp_native.c`: the selection and its
+arithmetic: about half of a step. Here the same formulas (`native.c`: the selection and its
 backward, ReLU, the low-rank layer's elementwise part, the batch gather) and the small output
 layer with the loss, whose three products cost torch more in dispatch and threading than in
 arithmetic, run as six C calls a step (MNIST MLP), their loops vectorised by gcc with glibc's
 vector maths library (libmvec); the low-rank layer's products stay torch's. What calls them,
-with buffers kept across steps: `executor_plugins/_ibp_native_step.py`.
+with buffers kept across steps: `native_step.py`.
 Measured on the 2-core machine: benchmarks/README.md.
 
 Why opt-in: it needs a C compiler when it runs, and its float32 results are not the eager
@@ -30,11 +30,12 @@ from pathlib import Path
 import torch
 
 from fedattack import optim
-from fedattack.models import ibp
-from fedattack.models.ibp_grad import LOG_P_MIN, LOG_V_MIN, LayerPrior
 from fedattack.registry import UserError
 
-SOURCE = Path(__file__).with_name("ibp_native.c")
+from . import ibp
+from .selection import LOG_P_MIN, LOG_V_MIN, LayerPrior
+
+SOURCE = Path(__file__).with_name("native.c")
 FLAGS = ["-O3", "-march=native", "-fopenmp-simd", "-fno-math-errno", "-shared", "-fPIC"]
 CACHE_PLANES = 8
 _P = ctypes.c_void_p
@@ -72,7 +73,7 @@ def library() -> ctypes.CDLL:
 
 
 def _declare(lib: ctypes.CDLL) -> None:
-    """Every C function's argument types (all return void), as ibp_native.c declares them."""
+    """Every C function's argument types (all return void), as native.c declares them."""
     i, f, L = ctypes.c_int, ctypes.c_float, ctypes.c_long
     signatures = {
         "selection_forward": [i, i, _P, L, _P, _P, _P, _P, f, f, f, f, f, _P, _P],

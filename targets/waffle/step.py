@@ -1,10 +1,10 @@
-"""One WAFFLe step's forward and backward over stacked clients, written out (see `_ibp_fast`).
+"""One WAFFLe step's forward and backward over stacked clients, written out (see `kernel.py`).
 
 The factorised layer runs as explicit batched products over clients, [x, 1] W_a diag(r * b) W_b
 (the input carries its column of ones, so W_a's bias row rides in the same product); plain-SGD
 weights take their gradient straight into the weights with `baddbmm_`, and any other declared
-optimiser gets the gradient back. (`batched-native` runs the same step with its elementwise work
-compiled and its buffers kept: `_ibp_native_step`.)
+optimiser gets the gradient back. (The "native" option runs the same step with its elementwise
+work compiled and its buffers kept: `native_step.py`.) The formulas are `derivation.py`'s (N1-N3).
 """
 
 from __future__ import annotations
@@ -15,11 +15,12 @@ import torch
 import torch.nn.functional as F
 
 from fedattack import optim
-from fedattack.models.ibp_grad import SelectionStep
 from fedattack.target import State
 
+from .selection import SelectionStep
+
 if TYPE_CHECKING:
-    from fedattack.federation.executor_plugins._ibp_fast import IBPStepSpec
+    from .kernel import IBPStepSpec
 
 
 def ibp_step(spec: IBPStepSpec, p: State, t: State, x: torch.Tensor, neg_target: torch.Tensor,
@@ -76,7 +77,7 @@ def product_step(out: State, name: str, param: torch.Tensor, a: torch.Tensor, b:
     """The weight whose gradient is a @ b: SGD adds it straight in, other optimisers get it."""
     opt = opts[name]
     if isinstance(opt, optim.SGD):
-        param.baddbmm_(a, b, alpha=-opt.lr)
+        optim.sgd_product_(param, a, b, opt.lr)
     else:
         out[name] = a.bmm(b)
 
@@ -88,7 +89,5 @@ def _vector_step(out: State, name: str, param: torch.Tensor, grad: torch.Tensor,
     opt = opts[name]
     if not isinstance(opt, optim.SGD):
         out[name] = grad if factor is None else grad * factor
-    elif factor is None:
-        param.sub_(grad, alpha=opt.lr)
     else:
-        param.addcmul_(grad, factor, value=-opt.lr)
+        optim.sgd_fused_(param, grad, opt.lr, factor)

@@ -1,4 +1,4 @@
-"""A batched step for the zoo's CNNs without vmap: K models' convolutions as one grouped convolution.
+"""The `conv` kernel: the zoo's CNNs without vmap, K models' convolutions as one grouped one.
 
 `vmap(grad(local_loss))` over a `ConvNet` pays the transforms' bookkeeping on every operation
 of every step, and a batch of 10 small images leaves each convolution too little work to hide
@@ -6,67 +6,47 @@ it. Here the K stacked models are one ordinary network: their inputs sit side by
 channels ([B, K*C, H, W]) and each convolution is `conv2d(..., groups=K)` with the weights
 [K*O, C, kh, kw], so group k sees only model k's channels (a greyscale first layer, one input
 channel per model, runs model by model instead, see `_convolve`); ReLU and max-pooling act per
-channel and so per model; the fully connected layers are `baddbmm` over (K, B, features). The loss is
-the sum of the K models' weighted cross-entropies, so autograd's gradient of each model's
-weights is that model's own, and plain SGD updates the stacked weights in place.
+channel and so per model; the fully connected layers are `baddbmm` over (K, B, features). The
+loss is the sum of the K models' weighted cross-entropies, so autograd's gradient of each
+model's weights is that model's own, and plain SGD updates the stacked weights in place.
 
-Applies when a target trains the zoo's `ConvNet` (plain `nn.Conv2d` and `nn.Linear` layers) with
-the default loss and forward, no noise, and plain SGD at the recipe's learning rate; anything else
-declines (None) and takes the vmap path. Same mathematics as the sequential loop; the test suite
-holds it to the vmap path and the sequential executor within the batched tolerance.
+Chosen (`fedattack.kernels.standard`) where a method declares that it trains the model's
+cross-entropy, with or without a proximal pull, on a `ConvNet` of plain layers (`ConvNet.layout`),
+by plain SGD at the recipe's learning rate. Same mathematics as the sequential loop; the test
+suite holds it to the vmap path and the sequential executor within the batched tolerance.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 import torch.nn.functional as F
-from torch import nn
 
-from fedattack.federation.executor_plugins._proximal import Pull, first, plain_or_pulled
-from fedattack.models.zoo.cnn import ConvNet
-from fedattack.optim import is_plain_sgd
-from fedattack.target import LocalProblem, State, Target
+from fedattack import optim
+from fedattack.kernels.base import Chunking, Stack, State, StepKernel
+from fedattack.kernels.proximal import Pull, first, pull_of
+from fedattack.models.zoo.cnn import ConvLayout
 
-
-@dataclass(frozen=True)
-class CNNSpec:
-    """The convolutions (name, padding) and fully connected layers, in order."""
-
-    convs: tuple[tuple[str, int], ...]
-    fcs: tuple[str, ...]
+CPU_GROUP = 16  # clients a stack on a CPU; stacks run side by side in threads
 
 
-def cnn_spec(target: Target, problem: LocalProblem) -> CNNSpec | None:
-    """The network's layout, if the grouped step computes exactly this target's loss."""
-    model = target.model
-    if not plain_or_pulled(target, problem) or type(target).forward is not Target.forward:
-        return None
-    if not isinstance(model, ConvNet) or any(getattr(type(model), m) is not getattr(ConvNet, m)
-                                             for m in ("forward", "features")):
-        return None
-    if target.noise_shapes(problem) or not is_plain_sgd(
-            {n: target.optimizer(n) for n in problem.params}, target.recipe.lr):
-        return None
-    convs = [getattr(model, f"conv{i}") for i in range(1, model.num_convs + 1)]
-    fcs = [getattr(model, f"fc{i}") for i in range(1, model.num_fcs + 1)]
-    if not all(_plain_conv(c) for c in convs) or any(type(f) is not nn.Linear or f.bias is None for f in fcs):
-        return None
-    spec = CNNSpec(tuple((f"conv{i}", c.padding[0]) for i, c in enumerate(convs, start=1)),
-                   tuple(f"fc{i}" for i in range(1, len(fcs) + 1)))
-    expected = {f"{n}.{p}" for n in [c for c, _ in spec.convs] + list(spec.fcs) for p in ("weight", "bias")}
-    return spec if set(problem.params) == expected else None
+class ConvKernel(StepKernel):
+    """Every step of a stack of `ConvNet`s laid out as `layout`, written out."""
+
+    label = "conv"
+
+    def __init__(self, layout: ConvLayout, proximal: float) -> None:
+        self.layout, self.proximal = layout, proximal
+
+    def chunking(self, options: frozenset[str]) -> Chunking:
+        return Chunking(group=CPU_GROUP, thread_min=1)
+
+    def train(self, stack: Stack) -> None:
+        target = stack.target
+        cnn_steps(self.layout, stack.active, stack.params, target.normalized(stack.x), stack.y, stack.rows,
+                  stack.weights, target.recipe.lr, pull_of(self.proximal, stack.consts))
 
 
-def _plain_conv(conv: nn.Module) -> bool:
-    """A stride-1, undilated, ungrouped, zero-padded nn.Conv2d with a bias and square padding."""
-    return (type(conv) is nn.Conv2d and conv.bias is not None and conv.stride == (1, 1)
-            and conv.dilation == (1, 1) and conv.groups == 1 and conv.padding_mode == "zeros"
-            and isinstance(conv.padding, tuple) and conv.padding[0] == conv.padding[1])
-
-
-def cnn_steps(spec: CNNSpec, active: list[int], params: State, x: torch.Tensor, y: torch.Tensor,
+def cnn_steps(spec: ConvLayout, active: list[int], params: State, x: torch.Tensor, y: torch.Tensor,
               rows: torch.Tensor, weights: torch.Tensor, lr: float, pull: Pull | None = None) -> None:
     """Every local step of the stacked models (a prefix `active[s]` at step s), in place.
     x: the concatenated training images, normalised as the model sees them."""
@@ -77,7 +57,7 @@ def cnn_steps(spec: CNNSpec, active: list[int], params: State, x: torch.Tensor, 
         cnn_step({k: v[:a] for k, v in params.items()}, spec, xb, y[r], weights[s, :a], lr, first(pull, a))
 
 
-def cnn_loss(params: State, spec: CNNSpec, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+def cnn_loss(params: State, spec: ConvLayout, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """The sum over the K stacked models of each one's weighted cross-entropy.
     x: (B, K, C, H, W), batch-major, so the models' channels are side by side; y, w: (K, B).
 
@@ -120,10 +100,10 @@ def _convolve(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, padding
                     padding=padding, groups=k)
 
 
-def cnn_step(params: State, spec: CNNSpec, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor,
+def cnn_step(params: State, spec: ConvLayout, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor,
              lr: float, pull: Pull | None = None) -> None:
     """One SGD step of every stacked model, in place. params: (K, ...); x: (B, K, C, H, W).
-    `pull` (mu, anchors): the loss plus (mu/2)|w - anchor|^2, as in `_mlp_fast.mlp_step`."""
+    `pull` (mu, anchors): the loss plus (mu/2)|w - anchor|^2, as in `dense.mlp_step`."""
     leaves = {k: v.detach().requires_grad_(True) for k, v in params.items()}
     with torch.enable_grad():
         grads = torch.autograd.grad(cnn_loss(leaves, spec, x, y, w), list(leaves.values()))
@@ -131,4 +111,4 @@ def cnn_step(params: State, spec: CNNSpec, x: torch.Tensor, y: torch.Tensor, w: 
         for (k, p), g in zip(params.items(), grads):
             if pull is not None:  # the gradients were taken before any weight moved
                 p.lerp_(pull[1][k], lr * pull[0])
-            p.sub_(g.mul_(lr))
+            optim.step_(optim.SGD(lr), p, g, {}, 1)

@@ -1,30 +1,28 @@
-"""A hand-written batched step for WAFFLe: low-rank MLP layers with an IBP factor selection.
+"""WAFFLe's step kernel: low-rank MLP layers with an IBP factor selection, written out.
 
-What `_mlp_fast` is to plain MLPs. Under `vmap(grad(local_loss))` a WAFFLe step is bound by
-the number of small operations: the selection's relaxed Bernoulli and Kumaraswamy draws, the
+What the `dense` kernel is to plain MLPs. Under `vmap(grad(local_loss))` a WAFFLe step is bound
+by the number of small operations: the selection's relaxed Bernoulli and Kumaraswamy draws, the
 stick-breaking prior and the KL terms are ~60 elementwise operations on (F,) vectors, each paid
 for twice (forward and backward) through the transforms, plus the factorised layer's products.
 Here the factorised layer runs as explicit batched products over clients, [x, 1] W_a diag(r * b)
 W_b (the input carries its column of ones, so W_a's bias row rides in the same product), the
-selection and its KL as (3, C, F) tensor code with the backward written out
-(`fedattack.models.ibp_grad`), and plain-SGD weights take their gradient straight into the
-weights with `baddbmm_`; any other declared optimiser (Adam: `recipe=ibp-wf`, or Adam on the
-selection only) steps through `fedattack.optim`, the selection's three parameters in one step.
+selection and its KL as (3, C, F) tensor code with the backward written out (`selection.py`),
+and plain-SGD weights take their gradient straight into the weights with `baddbmm_`; any other
+declared optimiser (Adam: `recipe=ibp-wf`, or Adam on the selection only) steps through
+`fedattack.optim`, the selection's three parameters in one step. The gradients are
+`derivation.py`'s, which the tests hold this step to.
 
-One step's forward and backward is `_ibp_step.ibp_step`. Everything that does not change from
-step to step is prepared once per round (`IBPRun`): the
-noise's logs, temperatures, KL weights and fine-tuning flags of every step, one-hot labels,
-views of the parameters for each set of clients still training. A step is then ~100 tensor
-operations whatever the number of clients, about half what an operation-for-operation
-transcription of `local_loss` took.
+One step's forward and backward is `step.ibp_step`. Everything that does not change from step
+to step is prepared once per round (`IBPRun`): the noise's logs, temperatures, KL weights and
+fine-tuning flags of every step, one-hot labels, views of the parameters for each set of
+clients still training. A step is then ~100 tensor operations whatever the number of clients,
+about half what an operation-for-operation transcription of `local_loss` took.
 
-Under `--executor batched-native` (`native`) a stack steps through `_ibp_native_step.NativeStep`
-instead: the selection and the elementwise work between the products compiled
-(`fedattack.models.ibp_native`), and the buffers and arguments kept from step to step.
+With the kernel option "native" (`--executor batched-native`) a stack steps through
+`native_step.NativeStep` instead: the selection and the elementwise work between the products
+compiled (`native.py`, `native.c`), and the buffers and arguments kept from step to step.
 
-A target opts in by answering `ibp_step_spec(problem)` with an `IBPStepSpec` when its loss is
-exactly the one computed here (`targets/waffle_ibp.py`), and None otherwise. Same mathematics
-as the sequential loop; tests hold it to autograd, the vmap path and the sequential executor.
+`WaffleIBP.step_kernel` returns this kernel when its loss is exactly the one computed here.
 """
 
 from __future__ import annotations
@@ -36,18 +34,30 @@ import torch
 import torch.nn.functional as F
 
 from fedattack import optim
-from fedattack.federation.executor_plugins._ibp_native_step import (
-    NativeStep,
-    RoundInputs,
-    Rows,
-    SelectionStepping,
-    native_statistics,
-    runs_native,
-)
-from fedattack.federation.executor_plugins._ibp_step import ibp_step
-from fedattack.models import ibp_native
-from fedattack.models.ibp_grad import LayerPrior, SelectionNoise, SelectionStep
-from fedattack.target import LocalProblem, State, Target
+from fedattack.kernels import Chunking, Stack, StepKernel
+from fedattack.target import State, Target
+
+from . import native as ibp_native
+from .native_step import NativeStep, RoundInputs, Rows, SelectionStepping, native_statistics, runs_native
+from .selection import LayerPrior, SelectionNoise, SelectionStep
+from .step import ibp_step
+
+# The eager step pays ~100 small operations per step for the factor selection, whatever the
+# stack's size: measured on the MNIST setting (1 thread, shared machine) a client step cost 0.42
+# ms of CPU in stacks of 5, 0.32 in 10, 0.29 in 25. And it holds the GIL for each of those
+# operations, so in Python threads small stacks wait on each other: measured on the 2-core
+# machine (MNIST setting, 10 clients a round, idle), two threads of 5 clients ran 4,000-5,500
+# client steps/s, one stack of 10 with torch's two threads inside its products 5,300-7,650, and
+# one thread alone 4,700-6,400; at 20 clients two threads of 10 won (5,700-7,500 against
+# 5,900-6,100). So stacks run in threads only when each gets at least THREAD_MIN clients.
+GROUP, THREAD_MIN = 16, 8
+# Compiled ("native"), those operations release the GIL, and larger stacks pay again: measured
+# (MNIST setting, rounds alternating in one process) at 50 clients, stacks of 16 in two threads
+# 1,098 ms a round, one stack of 50 970, two threads of 25 956 (bench_waffle: 12,737 client
+# steps/s before, 12,858-13,912 after); at 20 clients one stack 454-500 against 513-526 for two
+# threads of 10 there, but no difference in bench_waffle.
+NATIVE_GROUP, NATIVE_THREAD_MIN = 50, 25
+
 
 SELECTION = ("pi_logit", "log_c", "log_d")  # a factorised layer's private parameters, packed in this order
 
@@ -67,15 +77,26 @@ class IBPStepSpec:
     kl_weight: float = 1.0                # the KL's weight, a multiple of 1 / n_train
 
 
-def ibp_spec(target: Target, problem: LocalProblem) -> IBPStepSpec | None:
-    """The target's declaration, if it makes one for this problem (and steps each layer's
-    selection with one optimiser, as the packed step does)."""
-    declare = getattr(target, "ibp_step_spec", None)
-    spec = declare(problem) if callable(declare) else None
-    if spec is None or any(len({target.optimizer(f"{layer}.{n}") for n in SELECTION}) > 1
-                           for layer in spec.alpha):
-        return None
-    return spec
+class WaffleKernel(StepKernel):
+    """Every local step of a stack of WAFFLe clients (see the module docstring)."""
+
+    label = "waffle"
+
+    def __init__(self, spec: IBPStepSpec) -> None:
+        self.spec = spec
+
+    def chunking(self, options: frozenset[str]) -> Chunking:
+        if "native" in options:
+            return Chunking(group=NATIVE_GROUP, thread_min=NATIVE_THREAD_MIN)
+        return Chunking(group=GROUP, thread_min=THREAD_MIN)
+
+    def prepare(self, options: frozenset[str]) -> None:
+        if "native" in options:  # built once per process, before stacks train in threads
+            ibp_native.library()
+
+    def train(self, stack: Stack) -> None:
+        ibp_steps(stack.target, self.spec, stack.active, stack.params, stack.consts, stack.noise, stack.x,
+                  stack.y, stack.rows, stack.weights, "native" in stack.options)
 
 
 def ibp_steps(target: Target, spec: IBPStepSpec, active: list[int], params: State, consts: State,
@@ -129,7 +150,7 @@ class IBPRun:
         # the loss's gradient in the logits is softmax * w - onehot * w: the second term, per step
         neg_targets = F.one_hot(y, _classes(spec, params)).to(like.dtype)[rows] * -w
         self.sel = {layer: torch.stack([params[f"{layer}.{n}"] for n in SELECTION]) for layer in spec.alpha}
-        self.sel_opt = {layer: opts[f"{layer}.pi_logit"] for layer in spec.alpha}  # see ibp_spec
+        self.sel_opt = {layer: opts[f"{layer}.pi_logit"] for layer in spec.alpha}  # one each: step_kernel
         self.priors = {layer: LayerPrior.of(alpha, spec.scale, spec.kl_b, spec.kappa or 0.0,
                                             params[f"{layer}.pi_logit"])  # its own number of factors
                        for layer, alpha in spec.alpha.items()}
@@ -208,7 +229,7 @@ class IBPRun:
             return
         for layer, opt in self.sel_opt.items():
             if isinstance(opt, optim.SGD):
-                v.sel[layer].sub_(v.sel_grad[layer], alpha=opt.lr)
+                optim.sgd_fused_(v.sel[layer], v.sel_grad[layer], opt.lr)
             else:
                 optim.step_(opt, v.sel[layer], v.sel_grad[layer], v.sel_states[layer], s + 1)
 

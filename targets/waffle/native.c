@@ -2,9 +2,9 @@
  * elementwise work around the low-rank products (ReLU, the r gradient, the batch gather) and
  * the dense output layer with the loss (`dense_head`).
  *
- * The selection has the same formulas as fedattack/models/ibp_grad.py (SelectionStep), element
- * by element, so that a step pays two calls instead of ~60 torch operations; see ibp_native.py
- * for why and how it is built. float32 throughout, as the eager path; the loops without a
+ * The selection has the formulas of derivation.py (B1-B8) as selection.py (SelectionStep)
+ * arranges them, element by element, so that a step pays two calls instead of ~60 torch
+ * operations; see native.py for why and how it is built. float32 throughout, as the eager path; the loops without a
  * dependence between factors are marked `omp simd`, so gcc vectorises them with glibc's libmvec
  * (expf, logf, expm1f). Sums run in a fixed order, so the same inputs give the same bits.
  *

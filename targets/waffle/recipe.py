@@ -54,10 +54,11 @@ from typing import Any
 
 import torch
 
-from fedattack.models import ibp
 from fedattack.options import one_of
 from fedattack.registry import UserError
 from fedattack.target import State
+
+from . import ibp
 
 RECIPES = ("literal", "ibp-wf", "personal")
 PRESETS: dict[str, dict[str, Any]] = {  # a named recipe's settings, under the user's own

@@ -1,11 +1,11 @@
-"""WAFFLe's step under `batched-native`, with everything fixed for a stack prepared once.
+"""WAFFLe's step under the kernel option "native", with everything fixed for a stack prepared once.
 
-The eager step (`_ibp_step`) looks its tensors up by name, slices the step's rows out of the
+The eager step (`step.py`) looks its tensors up by name, slices the step's rows out of the
 round's and allocates every intermediate on every step: ~50 small torch operations and their
 Python, about 0.3 ms of a ~0.8 ms step at 10 clients. Here a stack of clients gets its buffers,
 views and the compiled functions' arguments when it first steps (`NativeStep`); a step is then
 the low-rank layers' matrix products (torch's, written into the buffers with `out=`), C calls
-(`fedattack.models.ibp_native`) and a few address sums, since each input of a step (batch rows,
+(`native.py`) and a few address sums, since each input of a step (batch rows,
 noise, temperatures, KL weights, targets) is a row of a round-long contiguous tensor. The
 dense output layer and the loss are one C call (`_Head`): at 10 classes its three products
 cost torch ~70 us a step in dispatch and threading against ~50 us for the whole head in C.
@@ -20,14 +20,15 @@ from typing import TYPE_CHECKING
 import torch
 
 from fedattack import optim
-from fedattack.federation.executor_plugins._ibp_step import product_step
-from fedattack.models import ibp_native
-from fedattack.models.ibp_grad import LayerPrior
-from fedattack.models.ibp_native import NativeGather, NativeSelection
 from fedattack.target import State, Target
 
+from . import native as ibp_native
+from .native import NativeGather, NativeSelection
+from .selection import LayerPrior
+from .step import product_step
+
 if TYPE_CHECKING:
-    from fedattack.federation.executor_plugins._ibp_fast import IBPStepSpec
+    from .kernel import IBPStepSpec
 
 
 class Rows:
@@ -84,9 +85,10 @@ def runs_native(spec: IBPStepSpec, params: State) -> bool:
 
 
 def native_statistics(target: Target, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """(mean, std) per channel for the native gather, if the target normalises as the base class
-    does (else the round's input is normalised by the target, as without `native`)."""
-    if type(target).normalized is not Target.normalized or x.dtype != torch.float32 or x.device.type != "cpu":
+    """(mean, std) per channel for the native gather, if the target declares that it normalises
+    as the contract does (`plain_normalization`; else the round's input is normalised by the
+    target, as without `native`)."""
+    if not target.plain_normalization or x.dtype != torch.float32 or x.device.type != "cpu":
         return None
     channels = x.shape[1] if x.dim() == 4 else 1
     norm = target.ctx.normalization

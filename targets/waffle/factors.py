@@ -2,7 +2,7 @@
 over the wire, and a private per-client selection of its factors (`waffle-ibp`, `waffle-l1`).
 
 Which layers are factorised, with how many factors, is the paper's appendix C for its three
-models (see `targets/waffle_ibp.py`); any other model factorises every layer but the output one.
+models (see `method.py`); any other model factorises every layer but the output one.
 Not a method itself (no `name`, so nothing registers here).
 """
 
@@ -14,50 +14,19 @@ import torch
 from torch import nn
 
 from fedattack.models import build_model
-from fedattack.models.layers import (
-    FactorizedLayers,
-    FactorizedLinear,
-    Layers,
-    factorized_modules,
-)
+from fedattack.models.layers import Layers
 from fedattack.models.zoo.mlp import MLP
 from fedattack.registry import UserError
-from fedattack.target import (
-    Hidden,
-    LocalData,
-    LocalProblem,
-    State,
-    Target,
-    TargetContext,
-)
+from fedattack.target import Hidden, LocalData, LocalProblem, State, Target, TargetContext
 from fedattack.wire import Message, Payload
+
+from .layers import LowRankLayers, LowRankLinear, factorized_modules
 
 PAPER_FACTORS: dict[str, dict[str, int]] = {
     "mnist-mlp": {"fc1": 120},
     "fmnist-cnn": {"conv1": 25, "conv2": 25},
     "cifar-cnn": {"conv1": 10, "conv2": 10, "fc1": 80, "fc2": 40},
 }
-
-
-class LowRankLinear(FactorizedLinear):
-    """`FactorizedLinear` computed as ([x, 1] W_a) diag(r * b) W_b, never forming W.
-
-    The same function and parameters; for a batch of B << d_out inputs it costs B*F*(d_in + d_out)
-    instead of d_in*F*d_out (MNIST fc1: 1.2M instead of 19M multiply-adds per step of 10).
-    """
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        ones = torch.ones(*x.shape[:-1], 1, dtype=x.dtype, device=x.device)
-        return ((torch.cat([x, ones], dim=-1) @ self.W_a) * (self.r * self.b)) @ self.W_b
-
-
-class LowRankLayers(FactorizedLayers):
-    """WAFFLe's factorisation with the low-rank evaluation order for linear layers."""
-
-    def linear(self, name: str, d_in: int, d_out: int) -> nn.Module:
-        if name in self.factors:
-            return LowRankLinear(d_in, d_out, self.factors[name])
-        return super().linear(name, d_in, d_out)
 
 
 def choose_factors(model_name: str, plain: nn.Module, factors: int) -> dict[str, int]:
@@ -141,22 +110,18 @@ class FactorSelectionTarget(Target):
         return {}
 
     def lowrank_chain(self, problem: LocalProblem) -> tuple[tuple[str, bool], ...] | None:
-        """The zoo MLP's layers in order, True where factorised, when this target computes it
-        as `MLP.forward` does through plain and low-rank linear layers only (what a batched
-        hand-written step can reproduce); None for anything else."""
+        """The zoo MLP's layers in order, True where factorised, when this method computes it as
+        `MLP.forward` does (`plain_forward`) through plain and low-rank linear layers only (what
+        WAFFLe's kernel reproduces); None for anything else."""
         model = self.model
-        if type(self).forward is not Target.forward or not isinstance(model, MLP) \
-                or type(model).forward is not MLP.forward:
+        if not self.plain_forward or not isinstance(model, MLP):
             return None
         chain = []
-        for i in range(1, model.depth + 1):
-            layer = getattr(model, f"fc{i}")
-            if type(layer) is LowRankLinear and type(layer).forward is LowRankLinear.forward:
-                chain.append((f"fc{i}", True))
-            elif type(layer) is nn.Linear:
-                chain.append((f"fc{i}", False))
-            else:
+        for name in model.chain():
+            kind = type(getattr(model, name))
+            if kind not in (LowRankLinear, nn.Linear):
                 return None
+            chain.append((name, kind is LowRankLinear))
         names = {f"{n}.{p}" for n, f in chain for p in (("W_a", "W_b", "r") if f else ("weight", "bias"))}
         shared = set(self.param_names)
         return tuple(chain) if names == shared and shared <= set(problem.params) else None

@@ -22,8 +22,9 @@ import torch
 
 from fedattack.registry import UserError
 from fedattack.target import State
-from fedattack.targets.waffle_ibp import FactorSelectionTarget
 from fedattack.training import Batch
+
+from .factors import FactorSelectionTarget
 
 
 @dataclass(frozen=True, kw_only=True)
