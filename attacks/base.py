@@ -20,6 +20,7 @@ from typing import Any, ClassVar, final
 import torch
 from torchvision.utils import save_image
 
+from fedattack.attacks.cost import UNKNOWN, Cost, Workload
 from fedattack.attacks.reconstruction.base import Reconstructed, Reconstructor
 from fedattack.attacks.truth import GroundTruth
 from fedattack.attacks.view import Knowledge, Observation, View
@@ -54,6 +55,9 @@ class Adversary:
     # from the same downlink, so each set is trained once, not once per strategy and held model.
     trained: dict[tuple[object, ...], list[Observation]] = field(default_factory=dict, repr=False,
                                                                 compare=False)
+    # How many units (`Attack.chunk_unit`) the call may process at once, chosen by the planner
+    # from the memory budget (`attacks.cost`); None: all at once.
+    chunk: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -104,14 +108,29 @@ class AttackCall:
     context: ResultContext
 
 
+@dataclass(frozen=True)
+class AuditRole:
+    """Where an attack stands in the default audit (`attacks.plan.default_attacks`): per threat
+    model, the strongest attack of each `family` that the threat model can run and the budget
+    fits is run, plus every `paper` attack (the seed papers', for their comparison). `strength`
+    orders a family, from measurements (docs/privacy.md); higher is stronger."""
+
+    family: str
+    strength: int = 0
+    paper: bool = False
+
+
 class Attack:
-    """Base class: set `name`, `requires`, `Settings`, `metrics`; write `run` (guess), `score` (judge)."""
+    """Base class: set `name`, `requires`, `Settings`, `metrics`; write `run` (guess), `score` (judge);
+    declare `cost` (and `chunk_unit` if the attack can work in chunks)."""
 
     name: ClassVar[str] = ""
     requires: ClassVar[frozenset[str]] = frozenset()  # "aux", "queries", "evaluation"
     Settings: ClassVar[type] = NoSettings
     metrics: ClassVar[tuple[Metric, ...]] = ()  # what `score` reports, in display order
     fast_settings: ClassVar[dict[str, Any]] = {}  # settings that keep a smoke test to seconds
+    audit: ClassVar[AuditRole | None] = None  # its place in the default audit (None: not in it)
+    chunk_unit: ClassVar[str] = ""  # what `Adversary.chunk` counts ("images", "models"); "": no chunks
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -144,6 +163,25 @@ class Attack:
     def score(self, guesses: Any, truth: GroundTruth) -> Scored:
         """Judge the guesses against the ground truth (the only place truth is read)."""
         raise NotImplementedError
+
+    def cost(self, work: Workload, chunk: int | None = None) -> Cost:
+        """Seconds and peak added memory of one call on `work`, processing `chunk` units
+        (`chunk_unit`) at once (None: all at once); see `attacks.cost`. Undeclared: unknown."""
+        return UNKNOWN
+
+    def chunks(self, work: Workload) -> int:
+        """The most units one call has to process (the chunk that means "all at once")."""
+        return 1
+
+    def cheaper(self, work: Workload, memory: int, seconds: float | None) -> str:
+        """A setting of this attack that would fit `memory` bytes of added memory and `seconds`
+        per call (None: no limit), for a refusal's one line ("" if none is known)."""
+        return ""
+
+    def for_audit(self, work: Workload) -> dict[str, Any] | str:
+        """The settings the default audit runs this attack with on `work` (its strongest), or
+        why the default audit leaves it out (a string)."""
+        return {}
 
     @final
     def __call__(self, adv: Adversary, truth: GroundTruth, seed: int, result_path: Path,

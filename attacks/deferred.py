@@ -15,13 +15,15 @@ default) nothing is deferred.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from tqdm import tqdm
-
+from fedattack import resources
 from fedattack.attacks.base import Attack, AttackCall
 from fedattack.attacks.upper_bound import combine
+from fedattack.progress import current_call
 from fedattack.results import AttackResult
 
 
@@ -32,6 +34,7 @@ class Deferred:
     attack: Attack
     named: list[tuple[str, AttackCall]]
     path: Path
+    call: Any = None  # its `plan.Call`, to record what it measured
 
 
 def deferrable(attack: Attack, executor: str) -> bool:
@@ -39,8 +42,9 @@ def deferrable(attack: Attack, executor: str) -> bool:
     return executor != "sequential" and type(attack).run_many is not Attack.run_many
 
 
-def finish_deferred(written: list[Path | Deferred], seed: int, bar: tqdm) -> list[Path]:
-    """Run every deferred attack over all its calls at once; the saved results, in place."""
+def finish_deferred(written: list[Path | Deferred], seed: int, plan: Any = None) -> list[Path]:
+    """Run every deferred attack over all its calls at once; the saved results, in place. Each
+    result's measured time is its share of its group's, its peak memory the group's."""
     by_attack: dict[int, list[Deferred]] = {}
     for item in written:
         if isinstance(item, Deferred):
@@ -48,9 +52,15 @@ def finish_deferred(written: list[Path | Deferred], seed: int, bar: tqdm) -> lis
     results: dict[int, AttackResult] = {}
     for group in by_attack.values():
         calls = [call for d in group for _, call in d.named]
-        bar.set_postfix_str(f"{group[0].attack.name}: {len(calls)} models at once")
-        out = iter(group[0].attack.call_many(calls, seed))
+        planned = sum(d.call.decision.cost.seconds for d in group if d.call is not None)
+        resources.reset_peak()
+        started, cpu = time.perf_counter(), time.process_time()
+        with current_call(f"{group[0].attack.name}: {len(calls)} models at once", planned):
+            out = iter(group[0].attack.call_many(calls, seed))
+        seconds, peak = (time.perf_counter() - started) / len(group), resources.peak()
+        cpu_share = (time.process_time() - cpu) / len(group)
         for d in group:
             results[id(d)] = combine({name: next(out) for name, _ in d.named})
-            bar.update()
+            if d.call is not None and plan is not None:
+                d.call.record(results[id(d)], seconds, cpu_share, peak, plan.budget)
     return [results[id(item)].save(item.path) if isinstance(item, Deferred) else item for item in written]

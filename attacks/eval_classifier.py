@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from fedattack.attacks.cost import Cost, Probe
 from fedattack.attacks.data import Samples
 from fedattack.data.normalization import Normalization
 from fedattack.models import build_model
@@ -59,6 +60,16 @@ def eval_classifier(model_name: str, data: Samples, num_classes: int, seed: int,
         _CACHE[full] = train_eval_classifier(model_name, data, num_classes, seed,
                                              normalization=normalization)
     return _CACHE[full]
+
+
+def training_cost(probe: Probe, size: int, epochs: int = 30, batch_size: int = 64) -> Cost:
+    """What `train_eval_classifier` costs on a pool of `size` images: its steps of Adam on a
+    batch (a forward and backward per image, the probe's, and Adam's update, about as much again
+    as the backward on these small models)."""
+    batches = math.ceil((1 - HOLDOUT) * size / batch_size)
+    steps = max(epochs * batches, MIN_STEPS) if size else 0
+    seconds = steps * 2 * (min(batch_size, size) * probe.grad_seconds + probe.grad_fixed_seconds)
+    return Cost(seconds, 8 * probe.param_bytes, f"the evaluation classifier ({steps:,} steps, once)")
 
 
 def train_eval_classifier(model_name: str, data: Samples, num_classes: int, seed: int,

@@ -28,8 +28,9 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from fedattack.attacks.base import Adversary
-from fedattack.attacks.fedmia import require_every_client_model, rounds_with_others
+from fedattack.attacks.base import Adversary, AuditRole
+from fedattack.attacks.cost import Cost, Workload, cheaper_setting
+from fedattack.attacks.fedmia import require_every_client_model, rounds_with_others, server_cost
 from fedattack.attacks.membership_family import MEMBERSHIP_METRICS, Calibrated, MembershipAttack
 from fedattack.attacks.reconstruction.base import log_probs
 from fedattack.attacks.reference_models import true_class_log_prob
@@ -64,6 +65,13 @@ class FedMiaRmia(MembershipAttack):
     fast_settings = {"max_rounds": 2, "population": 100}
     reads_every_client: ClassVar[bool] = True
     metrics = tuple(_replace(m, label=f"{m.label} by FedMIA-RMIA") for m in MEMBERSHIP_METRICS)
+    audit = AuditRole("server membership", strength=10)
+
+    def cost(self, work: Workload, chunk: int | None = None) -> Cost:
+        return server_cost(work, self.settings.max_rounds, work.queries + min(self.settings.population, work.aux))
+
+    def cheaper(self, work: Workload, memory: int, seconds: float | None) -> str:
+        return cheaper_setting(self, work, memory, seconds, "max_rounds", [20, 10, 5, 2, 1])
 
     def scores(self, adv: Adversary, gen: torch.Generator) -> Calibrated:
         s, view, x = self.settings, adv.view, adv.knowledge.queries.x

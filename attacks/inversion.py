@@ -23,9 +23,12 @@ import numpy as np
 import torch
 from torch.func import grad, vmap
 
-from fedattack.attacks.base import Adversary, Attack, NotApplicable, Scored
+from fedattack import progress
+from fedattack.attacks.base import Adversary, Attack, AuditRole, NotApplicable, Scored
+from fedattack.attacks.cost import GRAPH_PEAK, Cost, Workload, cheaper_setting
 from fedattack.attacks.data_reconstruction import psnr
 from fedattack.attacks.truth import GroundTruth
+from fedattack.options import one_of
 from fedattack.registry import UserError
 from fedattack.results import Metric
 from fedattack.target import State, Target
@@ -56,10 +59,8 @@ class InversionSettings:
     def __post_init__(self) -> None:
         if self.steps < 1 or self.lr <= 0 or self.patience < 1:
             raise UserError("inversion needs steps >= 1, lr > 0 and patience >= 1")
-        if self.loss not in {"fredrikson", "ce"}:
-            raise UserError(f"inversion loss={self.loss!r}: use fredrikson or ce")
-        if self.init not in {"zeros", "gray", "aux-mean"}:
-            raise UserError(f"inversion init={self.init!r}: use zeros, gray or aux-mean")
+        one_of(self.loss, ("fredrikson", "ce"), "inversion loss")
+        one_of(self.init, ("zeros", "gray", "aux-mean"), "inversion init")
 
 
 @dataclass
@@ -77,6 +78,17 @@ class Inversion(Attack):
     Settings = InversionSettings
     metrics = INVERSION_METRICS
     fast_settings = {"steps": 5}
+    audit = AuditRole("model inversion", strength=0, paper=True)  # Fredrikson et al., the WAFFLe paper's Table 4
+
+    def cost(self, work: Workload, chunk: int | None = None) -> Cost:
+        """Every class's image through `steps` forward and backward passes (the stopping rule
+        ends most classes at `steps` on the papers' models: planned as if all did)."""
+        p, s, k = work.probe, self.settings, work.classes
+        memory = int(GRAPH_PEAK * k * p.grad_bytes) + 4 * k * p.input_numel * 4 + s.steps * k * 8
+        return Cost(s.steps * p.inversion_step_seconds, memory, f"{k} classes x {s.steps:,} steps")
+
+    def cheaper(self, work: Workload, memory: int, seconds: float | None) -> str:
+        return cheaper_setting(self, work, memory, seconds, "steps", [2000, 1000, 300, 100])
 
     def run(self, adv: Adversary, gen: torch.Generator) -> InversionGuesses:
         guesses = self.run_many([adv], [gen])[0]  # one model: `invert`, as it always was
@@ -175,7 +187,7 @@ def invert(target: Target, params: State, x0: torch.Tensor, s: InversionSettings
     history: list[torch.Tensor] = []
     active = torch.ones(len(x0), dtype=torch.bool)
     steps = torch.zeros(len(x0), dtype=torch.long)
-    for _ in range(s.steps):
+    for _ in progress.steps(range(s.steps), "steps"):
         xg = x.clone().requires_grad_(True)
         logp = target.forward(params, xg).log_softmax(1)[classes, classes]
         cost = 1.0 - logp.exp() if s.loss == "fredrikson" else -logp
@@ -221,7 +233,7 @@ def invert_many(target: Target, params: list[State], x0: list[torch.Tensor],
     history: list[torch.Tensor] = []
     active = torch.ones(cells, dtype=torch.bool)
     steps = torch.zeros(cells, dtype=torch.long)
-    for _ in range(s.steps):
+    for _ in progress.steps(range(s.steps), f"steps, {len(params)} models at once"):
         g, c = step_grads(stacked, x)
         better = active & (c < best_cost)
         best_cost[better], best_x[better] = c[better], x[better]

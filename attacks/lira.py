@@ -22,16 +22,20 @@ import numpy as np
 import torch
 from scipy import stats
 
-from fedattack.attacks.base import Adversary
+from fedattack.attacks.base import Adversary, AuditRole
+from fedattack.attacks.cost import Cost, Workload, cheaper_setting
 from fedattack.attacks.membership_family import MEMBERSHIP_METRICS, Calibrated, MembershipAttack
 from fedattack.attacks.reference_models import (
     logit_confidence,
     offline_plan,
+    offline_size,
     plan_info,
     reference_confidences,
+    references_cost,
     train_references,
     victim_counts,
 )
+from fedattack.options import one_of
 from fedattack.registry import UserError
 
 VARIANCES = ("per-example", "global")
@@ -50,8 +54,7 @@ class LiraSettings:
     def __post_init__(self) -> None:
         if self.references < 2:
             raise UserError(f"LiRA references={self.references}: at least 2 are needed for a variance")
-        if self.variance not in VARIANCES:
-            raise UserError(f"LiRA variance={self.variance!r}: use one of {', '.join(VARIANCES)}")
+        one_of(self.variance, VARIANCES, "LiRA variance")
         if not 0.0 < self.in_fraction < 1.0:
             raise UserError("LiRA in_fraction must be between 0 and 1")
 
@@ -71,6 +74,14 @@ class LiraOffline(MembershipAttack):
     Settings = LiraSettings
     fast_settings = {"references": 4, "variance": "global"}
     metrics = tuple(_replace(m, label=f"{m.label} by offline LiRA") for m in MEMBERSHIP_METRICS)
+    audit = AuditRole("membership", strength=20)
+
+    def cost(self, work: Workload, chunk: int | None = None) -> Cost:
+        s = self.settings
+        return references_cost(work, s.references, offline_size(work, work.aux, s.in_fraction), work.queries)
+
+    def cheaper(self, work: Workload, memory: int, seconds: float | None) -> str:
+        return cheaper_setting(self, work, memory, seconds, "references", [8, 4, 2])
 
     def scores(self, adv: Adversary, gen: torch.Generator) -> Calibrated:
         s, queries = self.settings, adv.knowledge.queries

@@ -19,7 +19,8 @@ import numpy as np
 import torch
 from scipy import stats
 
-from fedattack.attacks.base import Adversary
+from fedattack.attacks.base import Adversary, AuditRole
+from fedattack.attacks.cost import Cost, Workload, cheaper_setting
 from fedattack.attacks.lira import MIN_SIGMA, LiraSettings
 from fedattack.attacks.membership_family import MEMBERSHIP_METRICS, Calibrated, MembershipAttack
 from fedattack.attacks.reference_models import (
@@ -27,6 +28,7 @@ from fedattack.attacks.reference_models import (
     online_plan,
     plan_info,
     reference_confidences,
+    references_cost,
     train_references,
     victim_counts,
 )
@@ -61,6 +63,15 @@ class LiraOnline(MembershipAttack):
     Settings = LiraSettings
     fast_settings = {"references": 4, "variance": "global"}
     metrics = tuple(_replace(m, label=f"{m.label} by online LiRA") for m in MEMBERSHIP_METRICS)
+    audit = AuditRole("membership", strength=30)
+
+    def cost(self, work: Workload, chunk: int | None = None) -> Cost:
+        s = self.settings  # half the queries in each model, topped up to the victim's size
+        trained_on = max(1, min(work.samples, work.queries // 2 + int(s.in_fraction * work.aux)))
+        return references_cost(work, s.references, trained_on, work.queries)
+
+    def cheaper(self, work: Workload, memory: int, seconds: float | None) -> str:
+        return cheaper_setting(self, work, memory, seconds, "references", [8, 4, 2])
 
     def scores(self, adv: Adversary, gen: torch.Generator) -> Calibrated:
         s = self.settings

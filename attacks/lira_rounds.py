@@ -21,14 +21,18 @@ import numpy as np
 import torch
 from scipy import stats
 
-from fedattack.attacks.base import Adversary
+from fedattack import progress
+from fedattack.attacks.base import Adversary, AuditRole
+from fedattack.attacks.cost import Cost, Workload, cheaper_setting
 from fedattack.attacks.lira import LiraSettings, fit_sigma
 from fedattack.attacks.membership_family import MEMBERSHIP_METRICS, Calibrated, MembershipAttack
 from fedattack.attacks.reference_models import (
     logit_confidence,
     offline_plan,
+    offline_size,
     plan_info,
     reference_confidences,
+    references_cost,
     train_references,
     victim_counts,
 )
@@ -70,6 +74,16 @@ class LiraRounds(MembershipAttack):
     Settings = LiraRoundsSettings
     fast_settings = {"references": 4, "variance": "global", "max_rounds": 2}
     metrics = tuple(_replace(m, label=f"{m.label} by LiRA over rounds") for m in MEMBERSHIP_METRICS)
+    audit = AuditRole("membership", strength=10)
+
+    def cost(self, work: Workload, chunk: int | None = None) -> Cost:
+        s = self.settings
+        return references_cost(work, s.references, offline_size(work, work.aux, s.in_fraction), work.queries,
+                               rounds=min(s.max_rounds, work.rounds))
+
+    def cheaper(self, work: Workload, memory: int, seconds: float | None) -> str:
+        return (cheaper_setting(self, work, memory, seconds, "max_rounds", [3, 2, 1])
+                or cheaper_setting(self, work, memory, seconds, "references", [8, 4, 2]))
 
     def scores(self, adv: Adversary, gen: torch.Generator) -> Calibrated:
         s, queries = self.settings, adv.knowledge.queries
@@ -80,7 +94,7 @@ class LiraRounds(MembershipAttack):
                             seed, len(queries))
         total = np.zeros(len(queries))
         observations = round_observations(adv, s.max_rounds)
-        for k, obs in enumerate(observations):
+        for k, obs in progress.steps(enumerate(observations), "rounds", len(observations)):
             at_round = _replace(adv, obs=obs, model=adv.reconstructor(obs, key=10_000 + k))
             models = train_references(at_round, plan, seed + k)
             out = reference_confidences(at_round, models, queries.x, labels)

@@ -27,16 +27,24 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 
-from fedattack.attacks.base import Adversary, NotApplicable
+from fedattack import progress
+from fedattack.attacks.base import Adversary, AuditRole, NotApplicable
+from fedattack.attacks.cost import Cost, Workload, cheaper_setting
 from fedattack.attacks.membership_family import Calibrated, MembershipAttack
 from fedattack.attacks.membership_metrics import best_threshold
 from fedattack.attacks.reconstruction.base import log_probs
+from fedattack.attacks.reference_models import offline_size, references_cost
 from fedattack.attacks.shadow import ShadowData, shadow_splits, train_shadows
 from fedattack.interrupts import honour_interrupts
+from fedattack.options import one_of
 from fedattack.registry import UserError
 from fedattack.target import Target
 
 CLASSIFIERS = ("mlp", "logreg", "gbdt")
+# scikit-learn's attack classifiers: seconds per training record (each record is fitted twice, by
+# its class's model and the all-class one), measured on the MNIST setting of
+# benchmarks/bench_audit.py (one thread); the tree ensemble and the logistic regression are cheaper.
+FIT_SECONDS = {"mlp": 5e-4, "logreg": 5e-5, "gbdt": 2e-4}
 MIN_PER_SIDE = 4  # fewer in or out records of a class than this: use the all-class model
 
 
@@ -53,10 +61,8 @@ class MembershipSettings:
     def __post_init__(self) -> None:
         if self.shadows < 1:
             raise UserError(f"membership shadows={self.shadows} must be at least 1")
-        if self.classifier not in CLASSIFIERS:
-            raise UserError(f"membership classifier={self.classifier!r}: use one of {', '.join(CLASSIFIERS)}")
-        if self.features not in {"log-probs", "probs"}:
-            raise UserError(f"membership features={self.features!r}: use log-probs or probs")
+        one_of(self.classifier, CLASSIFIERS, "membership classifier")
+        one_of(self.features, ("log-probs", "probs"), "membership features")
         if not 0.0 < self.shadow_in_fraction < 1.0:
             raise UserError("membership shadow_in_fraction must be between 0 and 1")
 
@@ -69,6 +75,20 @@ class Membership(MembershipAttack):
     Settings = MembershipSettings
     fast_settings = {"shadows": 1, "classifier": "logreg"}
     low_fpr = False  # classifiers fit for accuracy: the issue-20 baseline, weak at low FPR
+    audit = AuditRole("membership", strength=0, paper=True)  # Shokri et al., the seed papers' attack
+
+    def cost(self, work: Workload, chunk: int | None = None) -> Cost:
+        s = self.settings
+        trained_on = offline_size(work, work.aux, s.shadow_in_fraction)
+        shadows = references_cost(work, s.shadows, trained_on, work.queries + work.aux, "shadow models")
+        records = 2 * s.shadows * trained_on
+        fit = Cost(2 * records * FIT_SECONDS[s.classifier], 3 * records * work.classes * 8,
+                   f"attack classifiers on {records:,} records")
+        return shadows + fit
+
+    def cheaper(self, work: Workload, memory: int, seconds: float | None) -> str:
+        return (cheaper_setting(self, work, memory, seconds, "classifier", ["logreg"])
+                or cheaper_setting(self, work, memory, seconds, "shadows", [2, 1]))
 
     def scores(self, adv: Adversary, gen: torch.Generator) -> Calibrated:
         s, target, know = self.settings, adv.view.target, adv.knowledge
@@ -141,7 +161,7 @@ def fit_attack_models(feats: np.ndarray, labels: np.ndarray, member: np.ndarray,
         warnings.simplefilter("ignore", ConvergenceWarning)  # small shadow sets stop the MLP early
         # the interrupt it swallowed is raised again by honour_interrupts: its warning is noise
         warnings.filterwarnings("ignore", message="Training interrupted by user")
-        for c in np.unique(labels):
+        for c in progress.steps(np.unique(labels), "attack classifiers"):
             rows = labels == c
             if min((member[rows] == 1).sum(), (member[rows] == 0).sum()) >= MIN_PER_SIDE:
                 per_class[int(c)] = make_classifier(kind, seed + int(c)).fit(feats[rows], member[rows])

@@ -5,10 +5,14 @@ Scores are "more likely a member" when higher; predictions are 0/1.
 - The ROC is kept at full resolution: every threshold where the curve turns (scikit-learn's
   corner points; the points it drops lie on straight segments, so nothing is lost), rounded
   to 8 digits so a result file stays small.
-- TPR at a false-positive rate alpha is the best TPR whose FPR is at most alpha. With n0
-  non-members the smallest FPR above zero is 1/n0, so below it the number says nothing about
-  the attack (Carlini et al. 2022's point is exactly the low-FPR regime): it is *not
-  measurable*, left out of the metrics and named in `not_measurable`.
+- TPR at a false-positive rate alpha is the best TPR whose FPR is at most alpha
+  (`fedattack.rates`, shared with the reports). With n0 non-members the smallest FPR above
+  zero is 1/n0, so below it the number says nothing about the attack (Carlini et al. 2022's
+  point is exactly the low-FPR regime): it is *not measurable*, left out of the metrics and
+  named in `not_measurable`. Where it is measurable, its chance level is what a guessing
+  scorer reaches with this estimator, (k+1)/(n0+1) for k = floor(alpha n0) allowed false
+  positives, not alpha itself (0.2%, not 0.1%, at 0.1% FPR with 1,000 non-members): recorded
+  beside the metrics as `chance_tpr`, with the FPR actually achieved, `fpr_achieved`.
 - Bootstrap confidence intervals (`scipy.stats.bootstrap`, percentile, seeded) resample members
   and non-members separately (a stratified bootstrap: the query set's composition is fixed by
   the protocol, and every resample has both classes, so AUC is always defined).
@@ -24,6 +28,10 @@ import numpy as np
 from scipy import stats
 from sklearn import metrics as skm
 
+from fedattack.rates import achieved_fpr, chance_tpr, measurable, tpr_at_fpr
+
+__all__ = ["FPR_LEVELS", "achieved_fpr", "all_metrics", "auc_of", "chance_tpr", "chance_test", "classification",
+           "intervals", "measurable", "pooled", "ranking", "roc", "statistics", "tpr_at_fpr"]
 FPR_LEVELS = {"tpr_at_1fpr": 0.01, "tpr_at_01fpr": 0.001}
 CONFIDENCE = 0.95
 RESAMPLES = 1000
@@ -49,19 +57,6 @@ def auc_of(members: np.ndarray, nonmembers: np.ndarray, axis: int = -1) -> np.nd
     n1, n0 = members.shape[axis], nonmembers.shape[axis]
     u = np.take(ranks, np.arange(n1), axis=axis).sum(axis=axis) - n1 * (n1 + 1) / 2
     return np.asarray(u / (n1 * n0))
-
-
-def tpr_at_fpr(members: np.ndarray, nonmembers: np.ndarray, alpha: float, axis: int = -1) -> np.ndarray:
-    """The best TPR at FPR <= alpha: members above the (k+1)-th largest non-member, k = floor(alpha n0)."""
-    n0 = nonmembers.shape[axis]
-    k = min(int(np.floor(alpha * n0 + 1e-9)), n0 - 1)
-    threshold = -np.partition(-nonmembers, k, axis=axis).take([k], axis=axis)
-    return np.asarray((members > threshold).mean(axis=axis))
-
-
-def measurable(alpha: float, nonmembers: int) -> bool:
-    """An FPR of alpha is resolved only if at least one non-member may be a false positive."""
-    return alpha * nonmembers >= 1 - 1e-9
 
 
 def roc(truth: np.ndarray, scores: np.ndarray) -> dict[str, list[float]]:
@@ -124,9 +119,12 @@ def statistics(truth: np.ndarray, scores: np.ndarray) -> dict[str, Any]:
     missing = [k for k, a in FPR_LEVELS.items() if not measurable(a, n0)]
     note = (f"TPR below FPR 1/{n0} = {1 / max(n0, 1):.2g} is not measurable with {n0} non-members"
             if missing else "")
+    resolved = {k: a for k, a in FPR_LEVELS.items() if measurable(a, n0)}
     return {"ci": intervals(truth, scores), "ci_confidence": CONFIDENCE, "ci_method":
             f"stratified percentile bootstrap, {RESAMPLES} resamples (scipy.stats.bootstrap)",
-            "chance": chance_test(truth, scores), "not_measurable": missing, "not_measurable_note": note}
+            "chance": chance_test(truth, scores), "not_measurable": missing, "not_measurable_note": note,
+            "chance_tpr": {k: chance_tpr(a, n0) for k, a in resolved.items()},
+            "fpr_achieved": {k: achieved_fpr(a, n0) for k, a in resolved.items()}}
 
 
 def best_threshold(scores: np.ndarray, labels: np.ndarray) -> float:
@@ -145,3 +143,36 @@ def pooled(per_query: list[dict[str, list]]) -> tuple[np.ndarray, np.ndarray]:
     scores = np.concatenate([np.asarray([np.nan if s is None else s for s in p["score"]], float)
                              for p in per_query])
     return truth, np.nan_to_num(scores, nan=-np.inf)
+
+
+def pooled_intervals(per_query: list[dict[str, list]], seed: int = BOOTSTRAP_SEED) -> dict[str, Any]:
+    """Bootstrap CIs of the pooled metrics (AUC, each TPR the pool resolves) that respect where the
+    queries came from: victims are resampled, then each drawn victim's members and non-members
+    (a two-level, clustered bootstrap: pooled queries of one victim are not independent of each
+    other). With one victim it is the stratified bootstrap of `intervals`."""
+    sets = [pooled([p]) for p in per_query]
+    truth, scores = pooled(per_query)
+    if truth.all() or not truth.any():
+        return {}
+    if len(sets) < 2:
+        return {"ci": intervals(truth, scores, seed), "ci_method": f"stratified percentile bootstrap, {RESAMPLES} "
+                "resamples (one victim)"}
+    n0 = int((~truth).sum())
+    alphas = {k: a for k, a in FPR_LEVELS.items() if measurable(a, n0)}
+    rng = np.random.default_rng([seed, len(sets)])
+    drawn: dict[str, list[float]] = {"auc": [], **{k: [] for k in alphas}}
+    for _ in range(RESAMPLES):
+        mem, non = [], []
+        for v in rng.integers(0, len(sets), len(sets)):
+            t, s = sets[v]
+            mem.append(rng.choice(s[t], int(t.sum())))
+            non.append(rng.choice(s[~t], int((~t).sum())))
+        m, n = np.concatenate(mem), np.concatenate(non)
+        drawn["auc"].append(float(auc_of(m, n)))
+        for k, a in alphas.items():
+            drawn[k].append(float(tpr_at_fpr(m, n, a)))
+    tail = (1 - CONFIDENCE) / 2 * 100
+    ci = {k: [round(float(np.percentile(v, tail)), 6), round(float(np.percentile(v, 100 - tail)), 6)]
+          for k, v in drawn.items()}
+    return {"ci": ci, "ci_method": f"two-level percentile bootstrap: victims, then each victim's members and "
+                                   f"non-members, {RESAMPLES} resamples"}

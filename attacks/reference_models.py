@@ -20,7 +20,9 @@ import numpy as np
 import torch
 
 from fedattack.attacks.base import Adversary, NotApplicable
+from fedattack.attacks.cost import Cost, Workload
 from fedattack.attacks.data import Samples
+from fedattack.attacks.membership_family import SCORE_SECONDS_PER_QUERY
 from fedattack.attacks.reconstruction.base import log_probs
 from fedattack.attacks.shadow import ShadowData, shadow_splits, train_shadows
 from fedattack.rng import numpy_rng
@@ -110,3 +112,24 @@ def reference_confidences(adv: Adversary, models: list[State], x: torch.Tensor,
 def plan_info(plan: Plan) -> dict[str, object]:
     sizes = [len(d.trained) for d in plan.datas]
     return {"reference_models": len(sizes), "reference_sizes": {"min": min(sizes), "max": max(sizes)}}
+
+
+def offline_size(work: Workload, pool: int, in_fraction: float) -> int:
+    """About how many images one offline reference model trains on: the victim's size, at most
+    `in_fraction` of the pool it draws from (per class, summed)."""
+    return max(1, min(work.samples, int(in_fraction * pool)))
+
+
+def references_cost(work: Workload, models: int, trained_on: int, scored: int, what: str = "reference models",
+                    rounds: int = 1) -> Cost:
+    """`models` local runs over `trained_on` images each (once per round used), and every model
+    and the victim's scoring `scored` images. Memory: every model's training data (drawn up
+    front) and parameters, one model's training, and the log-probabilities kept."""
+    p = work.probe
+    train = rounds * work.training_seconds(models, trained_on)
+    score = rounds * (models + 1) * scored * p.forward_seconds + work.queries * SCORE_SECONDS_PER_QUERY
+    memory = (models * trained_on * p.input_numel * 4 + 3 * models * p.param_bytes + 8 * p.param_bytes
+              + 2 * (models + 1) * scored * work.classes * 8)
+    rounds_note = f" x {rounds} rounds" if rounds > 1 else ""
+    return Cost(train + score, memory, f"{models} {what} x {work.local_steps(trained_on):,} local steps{rounds_note}",
+                once=train)

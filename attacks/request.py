@@ -12,6 +12,7 @@ from fedattack.attacks.base import Attack
 from fedattack.federation.rundir import Federation
 from fedattack.registry import ATTACKS, UserError
 from fedattack.rng import numpy_rng
+from fedattack.suggest import did_you_mean
 
 
 def names(request: str | Sequence[str], known: list[str]) -> list[str]:
@@ -29,21 +30,38 @@ def build_attacks(chosen: list[str], options: dict[str, Any]) -> list[Attack]:
     fields = [set(getattr(c.Settings, "__dataclass_fields__", {})) for c in classes]
     unused = [k for k in options if not any(k.replace("-", "_") in f for f in fields)]
     if unused:
-        raise UserError(f"no chosen attack has the setting {unused[0]!r}; see `fedattack list attacks`")
+        raise UserError(f"no chosen attack has the setting {unused_setting(unused[0], chosen, fields)}; "
+                        "see `fedattack list attacks`")
     return [c.from_options({k: v for k, v in options.items() if k.replace("-", "_") in f})
             for c, f in zip(classes, fields)]
 
 
+def unused_setting(key: str, chosen: list[str], fields: list[set[str]]) -> str:
+    """The setting no chosen attack has, with the chosen attacks' setting it is most like, or
+    else the attacks that do have it (the user may have meant to choose one of them)."""
+    close = did_you_mean(key, sorted(set().union(*fields)))
+    if close:
+        return f"{key!r}{close}"
+    owners = [n for n in ATTACKS.names() if n not in chosen
+              and key.replace("-", "_") in getattr(ATTACKS.get(n).Settings, "__dataclass_fields__", {})]
+    return f"{key!r} (attack {', '.join(owners)} has it: choose it too)" if owners else repr(key)
+
+
 def parse_victims(victims: str | int | Sequence[str | int], fed: Federation, seed: int) -> list[int]:
-    """Client ids from ids, "all" or "random:N" (see `evaluate_run`)."""
+    """Client ids from ids, "all" or "random:N" (see `evaluate_run`). A random:N above the
+    federation's clients is refused, except the default (EvaluationSpec's), which takes every
+    client of a federation smaller than it."""
+    from fedattack.evaluation import EvaluationSpec
+
     items = [victims] if isinstance(victims, (str, int)) else list(victims)
+    default = [str(v) for v in items] == [str(v) for v in EvaluationSpec.victims]
     chosen: list[int] = []
     for item in items:
         text = str(item).strip()
         if text == "all":
             chosen += range(fed.num_clients)
         elif text.startswith("random:"):
-            chosen += random_victims(fed, text[7:], seed)
+            chosen += random_victims(fed, text[7:], seed, at_most_all=default)
         else:
             try:
                 client = int(text)
@@ -54,9 +72,12 @@ def parse_victims(victims: str | int | Sequence[str | int], fed: Federation, see
     return list(dict.fromkeys(chosen))
 
 
-def random_victims(fed: Federation, count: str, seed: int) -> list[int]:
+def random_victims(fed: Federation, count: str, seed: int, at_most_all: bool = False) -> list[int]:
     if not count.isdigit() or int(count) < 1:
         raise UserError(f"random:{count} needs a positive count, e.g. random:5")
+    if int(count) > fed.num_clients and not at_most_all:
+        raise UserError(f"random:{count} asks for {int(count)} victims, but this federation has {fed.num_clients} "
+                        f"clients; pass random:{fed.num_clients} or all")
     seen = sorted(set(fed.transcript().clients())) or list(range(fed.num_clients))
     k = min(int(count), len(seen))
     return sorted(int(c) for c in numpy_rng(seed, "victims").choice(seen, size=k, replace=False))

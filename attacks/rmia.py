@@ -26,14 +26,17 @@ from dataclasses import replace as _replace
 import numpy as np
 import torch
 
-from fedattack.attacks.base import Adversary, NotApplicable
+from fedattack.attacks.base import Adversary, AuditRole, NotApplicable
+from fedattack.attacks.cost import Cost, Workload, cheaper_setting
 from fedattack.attacks.data import Samples
 from fedattack.attacks.membership_family import MEMBERSHIP_METRICS, Calibrated, MembershipAttack
 from fedattack.attacks.reconstruction.base import log_probs
 from fedattack.attacks.reference_models import (
     offline_plan,
+    offline_size,
     plan_info,
     reference_log_probs,
+    references_cost,
     train_references,
     true_class_log_prob,
     victim_counts,
@@ -102,6 +105,16 @@ class Rmia(MembershipAttack):
     Settings = RmiaSettings
     fast_settings = {"references": 2, "population": 50}
     metrics = tuple(_replace(m, label=f"{m.label} by RMIA") for m in MEMBERSHIP_METRICS)
+    audit = AuditRole("membership", strength=40)  # docs/privacy.md: 7.0x Shokri's TPR at 1% FPR
+
+    def cost(self, work: Workload, chunk: int | None = None) -> Cost:
+        s = self.settings
+        population = min(s.population, work.aux // 3)
+        trained_on = offline_size(work, work.aux - population, s.in_fraction)
+        return references_cost(work, s.references, trained_on, work.queries + population)
+
+    def cheaper(self, work: Workload, memory: int, seconds: float | None) -> str:
+        return cheaper_setting(self, work, memory, seconds, "references", [8, 4, 2, 1])
 
     def scores(self, adv: Adversary, gen: torch.Generator) -> Calibrated:
         s, target, queries = self.settings, adv.view.target, adv.knowledge.queries

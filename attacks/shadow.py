@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from fedattack import progress
 from fedattack.attacks.data import Samples
 from fedattack.attacks.view import Observation
 from fedattack.federation.executors import ClientJob, make_executor
 from fedattack.rng import derive_seed, generator, numpy_rng
 from fedattack.target import ClientContext, LocalData, State, Target
-from fedattack.training import sequential_train
 from fedattack.wire import SERVER, Message, Payload
 
 if TYPE_CHECKING:
@@ -75,12 +75,14 @@ class ShadowModels:
         self.target, self.executor_name = target, executor
         self.seed, self.victim = seed, victim
 
-    def train(self, start: Observation, datas: list[ShadowData], solo_deployed: bool) -> list[Shadow]:
+    def train(self, start: Observation, datas: list[ShadowData], solo_deployed: bool, first: int = 0) -> list[Shadow]:
+        """Shadows `first`, `first + 1`, ... trained on `datas` (each shadow's draws are keyed by
+        its number, so training them in several calls gives the same shadows)."""
         executor = make_executor(self.executor_name)
-        trainer = getattr(executor, "trainer", sequential_train)
+        trainer = executor.trainer
         rnd = start.round or 0
         jobs, servers = [], []
-        for j, data in enumerate(datas):
+        for j, data in enumerate(datas, start=first):
             server, down = self._start(start, j)
             gen = generator(self.seed, "shadow-private", self.victim, j)
             private = self.target.init_private(self.victim, server, gen)
@@ -112,7 +114,15 @@ def train_shadows(adv: Adversary, seed: int, datas: list[ShadowData], solo_deplo
            fingerprint([adv.obs.down or {}] + [{"x": d.trained.x, "y": d.trained.y} for d in datas]))
     if key not in adv.trained:
         trainer = ShadowModels(adv.view.target, adv.executor, seed, adv.view.victim)
-        adv.trained[key] = [sh.obs for sh in trainer.train(adv.obs, datas, solo_deployed)]
+        # one executor call per chunk of models: one at a time on the sequential executor (which
+        # trains them one at a time anyway, so the progress bar counts models), all at once on
+        # a stacking one unless the planner's chunk says fewer
+        size = adv.chunk or (1 if adv.executor == "sequential" else len(datas))
+        parts = [range(i, min(i + size, len(datas))) for i in range(0, len(datas), size)]
+        found: list[Observation] = []
+        for part in progress.steps(parts, f"shadow and reference models ({size} at a time)"):
+            found += [sh.obs for sh in trainer.train(adv.obs, [datas[j] for j in part], solo_deployed, part.start)]
+        adv.trained[key] = found
     return [Shadow(data, obs) for data, obs in zip(datas, adv.trained[key])]
 
 

@@ -18,6 +18,7 @@ import torch
 from fedattack.attacks.data import Pools, Samples, sample_class_mix
 from fedattack.attacks.view import Knowledge
 from fedattack.federation.loop import client_data
+from fedattack.registry import UserError
 from fedattack.rng import numpy_rng
 from fedattack.target import State, Target
 
@@ -92,6 +93,9 @@ def membership_queries(members: Samples, pool: Samples, seed: int, victim: int, 
     total = sum(k.values())
     if total > max_queries > 0:
         k = {c: int(v * max_queries // total) for c, v in k.items()}
+        if not any(k.values()):  # scaled per class, every class rounds down to no member
+            raise UserError(f"--max-queries {max_queries} leaves victim {victim} no member to judge (its {total} "
+                            f"members in {len(k)} classes are scaled per class); pass --max-queries {len(k)} or more")
     member_idx = sample_class_mix(members, k, rng)
     nonmember_idx = sample_class_mix(pool, nonmember_counts(k, supply, nonmembers), rng)
     both = Samples.concat([members.take(member_idx), pool.take(nonmember_idx)])

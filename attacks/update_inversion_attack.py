@@ -11,16 +11,24 @@ update to the decoded uplink. With one step it reduces to gradient matching.
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
 
+from fedattack.attacks.base import Adversary, AuditRole
+from fedattack.attacks.cost import GRAPH_PEAK, Cost, Workload, cheaper_setting
+from fedattack.attacks.data_reconstruction import Reconstructions
+from fedattack.attacks.inversion_cost import ASSIGN_SECONDS, first_layer_applies, scoring_cost, unmix_cost
 from fedattack.attacks.update_inversion.family import POLISH_RATE, InversionSettings, UpdateInversionFamily
 from fedattack.attacks.update_inversion.fedavg import PRIORS, UpdateSettings, invert_update_jointly
 from fedattack.attacks.update_inversion.joint import Inverted
 from fedattack.attacks.update_inversion.problem import VictimUpdate
+from fedattack.options import one_of
 from fedattack.registry import UserError
+from fedattack.resources import human_seconds
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -35,8 +43,7 @@ class UpdateInversionSettings(InversionSettings):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.prior not in PRIORS:
-            raise UserError(f"prior {self.prior!r} must be one of {', '.join(PRIORS)}")
+        one_of(self.prior, PRIORS, "prior")
         if self.epoch_prior < 0 or self.realign_every < 1:
             raise UserError("epoch_prior must be >= 0 and realign_every >= 1")
 
@@ -47,6 +54,33 @@ class UpdateInversion(UpdateInversionFamily):
     name = "update-inversion"
     Settings = UpdateInversionSettings
     fast_settings: ClassVar[dict[str, Any]] = {"iterations": 2}
+    audit = AuditRole("reconstruction", strength=20)
+    chunk_unit = "local steps"
+    _chunk: int | None = None
+
+    def cost(self, work: Workload, chunk: int | None = None) -> Cost:
+        s = self.settings
+        if s.start == "first-layer" and not first_layer_applies(work):
+            return unmix_cost(work, s.programs) + scoring_cost(work)
+        return run_cost(work, s, chunk) + scoring_cost(work)
+
+    def chunks(self, work: Workload) -> int:
+        return work.local_steps()
+
+    def cheaper(self, work: Workload, memory: int, seconds: float | None) -> str:
+        return cheaper_setting(self, work, memory, seconds, "iterations", [100, 30, 10, 3])
+
+    def for_audit(self, work: Workload) -> dict[str, Any] | str:
+        why = first_layer_applies(work)
+        if not why:
+            return {"start": "first-layer"}
+        noise = run_cost(work, dataclasses.replace(self.settings, start="random"), None)
+        return (f"{why}; the optimiser from noise would simulate {work.local_steps():,} local steps an iteration, "
+                f"~{human_seconds(noise.seconds)} a victim (--attack update-inversion runs it)")
+
+    def reconstruct(self, adv: Adversary, gen: torch.Generator) -> Reconstructions:
+        self._chunk = adv.chunk  # the planner's segment for this call, read by `invert`
+        return super().reconstruct(adv, gen)
 
     def invert(self, update: VictimUpdate, labels: torch.Tensor, gen: torch.Generator,
                init: torch.Tensor | None = None) -> Inverted:
@@ -55,5 +89,22 @@ class UpdateInversion(UpdateInversionFamily):
         settings = UpdateSettings(steps=steps, lr=rate, tv=s.tv, distance=s.distance,
                                   restarts=s.restarts, epoch_prior=s.epoch_prior, prior=s.prior,
                                   realign_every=s.realign_every)
+        recipe = dataclasses.replace(update.recipe, segment=self._chunk)
         return invert_update_jointly(update.forward, update.start, update.after, labels, update.shape,
-                                     update.recipe, gen, settings, update.extras, init)
+                                     recipe, gen, settings, update.extras, init)
+
+
+RECOMPUTE = 1.35  # time of a run recomputed segment by segment, against one kept whole (measured)
+
+
+def run_cost(work: Workload, s: UpdateInversionSettings, chunk: int | None) -> Cost:
+    """`iterations` x `restarts` simulated local runs, `chunk` steps' graph at once, and the
+    epoch alignment's assignments every `realign_every` iterations."""
+    p, steps, n = work.probe, work.local_steps(), work.samples
+    c = min(chunk or steps, steps)
+    per_iteration = steps * p.sim_step_seconds * (RECOMPUTE if c < steps else 1.0)
+    aligns = math.ceil(s.iterations / s.realign_every) * max(0, work.epochs - 1) if s.prior == "matching" else 0
+    seconds = s.restarts * (s.iterations * per_iteration + aligns * n**3 * ASSIGN_SECONDS)
+    memory = (int(GRAPH_PEAK * c * p.sim_step_bytes) + 2 * math.ceil(steps / c) * p.param_bytes
+              + 6 * work.epochs * n * p.input_numel * 4)
+    return Cost(seconds, memory, f"{s.iterations} iterations x {steps:,} simulated local steps")

@@ -62,6 +62,7 @@ class View:
     deployed: State | None = None
     held: dict[str, State] = dataclasses.field(default_factory=dict)  # upper bound: each model the victim held
     upper_bound: bool = False
+    active: dict[str, Any] | None = None  # the run's active server as its manifest records it (what it did)
 
     def entries(self) -> list[dict[str, Any]]:
         """Index entries (round, sender, receiver, kind) of every visible message."""
@@ -140,6 +141,13 @@ class Knowledge:
         return {"assumptions": self.assumptions, "aux": len(self.aux), "victim_size": self.victim_size,
                 "victim_class_counts": self.victim_class_counts, "labels_known": self.labels_known,
                 "recipe_known": self.recipe_known, "member_share": round(self.member_share, 4)}
+
+    def for_attack(self, requires: frozenset[str]) -> Knowledge:
+        """What an attack that `requires` these inputs is handed: the membership queries (which
+        hold the victim's own training records) only to an attack that judges them."""
+        if "queries" in requires:
+            return self
+        return dataclasses.replace(self, queries=Samples.empty_like(self.queries))
 
     def as_known_by(self, knows: Knows) -> Knowledge:
         """What of this (complete) knowledge an adversary with `knows` is handed."""

@@ -4,12 +4,12 @@ LiRA, RMIA and the shadow-model attack train 16 or more reference models per vic
 repeat of the victim's local training. This trains `--references` reference models of a
 Fashion-MNIST CNN victim (fmnist-cnn, the victim's recipe: `--samples` records, E epochs,
 B=10, lr 0.02, from the same downlink) through `ShadowModels`, exactly as the attacks do, in one
-process: with the batched executor (all models in one call: the CNN step of `_cnn_fast`, grouped
+process: with the batched executor (all models in one call: the `conv` kernel, grouped
 convolutions), with the batched executor held to its generic `vmap(grad(loss))` step (what
-batched CNNs ran before `_cnn_fast`; `--no-vmap` skips it), and with the sequential executor
+batched CNNs ran before the `conv` kernel; `--no-vmap` skips it), and with the sequential executor
 (one model after another); it prints reference models per second and the ratios. An untimed
 warm-up of two models runs first for each. `--method fedprox` takes a FedProx victim (mu = 1),
-whose proximal pull the grouped step adds (`_proximal.py`; FedProx ran the vmap step before).
+whose proximal pull the grouped step adds (`fedattack/kernels/proximal.py`; FedProx ran the vmap step before).
 
     flock /work/bench.lock nice -n 5 .venv/bin/python benchmarks/bench_reference_models.py \\
         --data-root /work/shared/datasets --threads 2

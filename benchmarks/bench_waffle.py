@@ -13,10 +13,10 @@ them), timing `--rounds` rounds after one untimed warm-up round:
 - `plain`: one client after another, the target's loss under `torch.optim.SGD` (`_measure.py`;
   literal recipe only: it steps every parameter by SGD);
 - `batched-vmap`: the batched executor without hand-written steps (`BatchedExecutor(fast=False)`):
-  every step `vmap(grad(local_loss))`, which is what WAFFLe ran before `_ibp_fast`;
-- `batched`: the batched executor as `--executor batched` runs it, WAFFLe through `_ibp_fast`.
+  every step `vmap(grad(local_loss))`, which is what WAFFLe ran before its kernel;
+- `batched`: the batched executor as `--executor batched` runs it, WAFFLe through its kernel (`targets/waffle/kernel.py`).
 - `batched-native`: the same with WAFFLe's factor selection compiled to C (`--executor
-  batched-native`, opt-in: `fedattack.models.ibp_native`).
+  batched-native`, opt-in: `targets/waffle/native.py`).
 
 `--repeat N` measures each client count N times, the runners' order alternating, and prints
 each runner's median share with its range and how many reached `--target` (this machine's

@@ -1,4 +1,4 @@
-"""WAFFLe's Tables 2 and 1 (as docs/reproduction.md prints them) from run directories, ours
+"""WAFFLe's Tables 2 and 1 (as docs/lab/reproduction.md prints them) from run directories, ours
 beside the paper's numbers (`fedattack.reports.paper_numbers`), so no cell is copied by hand:
 
     python benchmarks/paper_tables.py runs/fmnist/runs/*

@@ -1,4 +1,4 @@
-"""Tabulate finished run directories for docs/reproduction.md: one row per run, or per setting.
+"""Tabulate finished run directories for docs/lab/reproduction.md: one row per run, or per setting.
 
 A reproduction table is only as good as the path from the run to the cell, so every figure on
 that page is printed by this script from the runs' own `federation.json` and `metrics.json`

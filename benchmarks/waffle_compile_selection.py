@@ -17,7 +17,7 @@ import time
 
 import torch
 
-from fedattack.models.ibp_grad import LayerPrior, SelectionStep
+from fedattack.targets.waffle.selection import LayerPrior, SelectionStep
 
 F = 120
 

@@ -29,10 +29,10 @@ from typing import Any
 
 import torch
 
-from fedattack.models import ibp
+from fedattack.targets.waffle import ibp
 from fedattack.registry import UserError
 from fedattack.target import LocalData, LocalProblem, State
-from fedattack.targets.waffle_ibp import WaffleHyper, WaffleIBP
+from fedattack.targets.waffle.method import WaffleHyper, WaffleIBP
 from fedattack.training import Batch
 from fedattack.wire import Payload
 

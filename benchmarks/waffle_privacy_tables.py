@@ -2,7 +2,7 @@
 
 Issue #14 asks for both on the personalising WAFFLe. The result files hold every figure (one
 JSON per victim, threat model and reconstruction); this prints them as the tables of
-docs/reproduction.md, grouped by the victim's subpopulation where the run's partition has two
+docs/lab/reproduction.md, grouped by the victim's subpopulation where the run's partition has two
 (multimodal), so the figures on the page come from the files, not from hand copying:
 
     python benchmarks/waffle_privacy_tables.py RESULTS_DIR...

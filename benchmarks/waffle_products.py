@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/waffle_products.py [--clients 10]
 
-The hand-written step (`executor_plugins/_ibp_fast.py`) on the MNIST setting does eight batched
+The hand-written step (`targets/waffle/kernel.py`) on the MNIST setting does eight batched
 products a step (fc1 = [x, 1] W_a diag(r b) W_b with F = 120, then fc2; forward, backward and
 the SGD updates taken straight into the weights), 5.33 MFLOP per client step, the figure
 `bench_waffle.py` divides by. Timed here with random tensors of the same shapes and nothing

@@ -30,13 +30,13 @@ from waffle_compile_selection import F as FACTORS  # noqa: E402
 from waffle_compile_selection import inputs  # noqa: E402
 from waffle_products import seconds_per_step, shapes  # noqa: E402
 
-import fedattack.federation.executor_plugins._ibp_fast as ibp_fast  # noqa: E402
+import fedattack.targets.waffle.kernel as ibp_fast  # noqa: E402
 from fedattack.data import load_dataset  # noqa: E402
 from fedattack.data.partition import make_partition  # noqa: E402
 from fedattack.federation.executors import make_executor  # noqa: E402
 from fedattack.federation.loop import RoundLoop, client_data  # noqa: E402
 from fedattack.federation.train import build_target  # noqa: E402
-from fedattack.models.ibp_grad import LayerPrior, SelectionStep  # noqa: E402
+from fedattack.targets.waffle.selection import LayerPrior, SelectionStep  # noqa: E402
 
 
 def step_in_loop(clients: int, data_root: str | None, rounds: int = 5) -> float:

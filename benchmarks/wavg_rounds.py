@@ -5,7 +5,7 @@
 For a run trained with `--record all`: per round, the server's weights (Algorithm 1, before
 smoothing, from `server.pt`), the norm of Alice's model and of c on her downlink, the agents
 flagged at weight 0 (`zero_weight = freeze | reset`), and each agent's |dy| and |dc| uplink
-norms. This is how `docs/reproduction-waffle-cgau.md` traced WAFFLE's divergence to agents whose
+norms. This is how `docs/lab/reproduction-waffle-cgau.md` traced WAFFLE's divergence to agents whose
 weights are tiny but not 0. A diverged round's tensors are refused by the transcript reader, so
 stop `--to` at the last finite round.
 """

@@ -21,10 +21,16 @@ class Run:
     path: Path
     method: str
     dataset: str
-    accuracy: float  # mean local test accuracy at the end, in %
+    accuracy: float | None  # mean local test accuracy at the end, in %; None where no client holds test images
+    utility: dict[str, float] = field(default_factory=dict)  # the run's whole utility summary
 
     def __str__(self) -> str:
-        return f"{self.method} on {self.dataset}: mean local accuracy {self.accuracy:.1f}% ({self.path})"
+        if self.accuracy is not None:
+            return f"{self.method} on {self.dataset}: mean local accuracy {self.accuracy:.1f}% ({self.path})"
+        from fedattack.metrics import describe_utility
+
+        clients = int(self.utility.get("clients_measured", 0))  # none measured: the count is not needed
+        return f"{self.method} on {self.dataset}: {describe_utility(self.utility, clients)} ({self.path})"
 
 
 @dataclass(frozen=True)
@@ -51,7 +57,9 @@ class Report:
     verdict: list[str]
 
     def __str__(self) -> str:
-        return "\n".join([*(f"- {line}" for line in self.verdict), f"report: {self.html}"])
+        from fedattack.reports.verdict_section import bulleted
+
+        return "\n".join([*bulleted(self.verdict), f"report: {self.html}"])
 
 
 def train(method: str = "fedavg", dataset: str = "digits", out: str | Path = "runs/api", *,
@@ -66,24 +74,33 @@ def train(method: str = "fedavg", dataset: str = "digits", out: str | Path = "ru
     spec = FederationSpec.for_dataset(dataset, method=method, **settings)
     path = train_federation(spec, out, overwrite=overwrite, progress=progress)
     final = json.loads((path / "metrics.json").read_text())["final"]
-    return Run(path=Path(path), method=method, dataset=dataset, accuracy=float(final["mean"]))
+    return Run(path=Path(path), method=method, dataset=dataset, accuracy=final.get("mean"), utility=final)
 
 
 def evaluate(run: Run | str | Path, out: str | Path | None = None, *,
-             threat_models: str | Sequence[str] = "eavesdropper", attacks: str | Sequence[str] = "all",
+             threat_models: str | Sequence[str] = "eavesdropper", attacks: str | Sequence[str] = "default",
              victims: str | int | Sequence[str | int] = "random:5", progress: bool = False,
+             memory: str | int | None = None, time: str | float | None = None, show_plan: bool = False,
              **options: Any) -> Evaluation:
-    """Attack a run as `fedattack evaluate` does; `options` are `EvaluationSpec`'s (settings=,
-    reconstruction=, aux_size=, eval_size=, max_queries=, seed=, executor=)."""
+    """Attack a run as `fedattack evaluate` does (by default the default audit: the strongest
+    attacks that fit); `memory` ("8G" or bytes; default half the memory available) and `time`
+    ("45m" or seconds) are its budget, `show_plan` prints the plan first; `options` are
+    `EvaluationSpec`'s (settings=, reconstruction=, aux_size=, eval_size=, max_queries=, seed=,
+    executor=)."""
     from fedattack.attacks.evaluate import evaluate_run
+    from fedattack.attacks.planning import budget_of, is_default
     from fedattack.evaluation import EvaluationSpec
+    from fedattack.resources import parse_duration, parse_size
     from fedattack.results import AttackResult
 
     run_dir = run.path if isinstance(run, Run) else Path(run)
     folder = Path(out) if out is not None else Path("results") / run_dir.name
     spec = EvaluationSpec(threat_models=_tuple(threat_models), attacks=_tuple(attacks),
                           victims=_tuple(victims), **options)
-    written = evaluate_run(run_dir, spec, folder, progress=progress)
+    budget = budget_of(None if memory is None else parse_size(memory, "memory"),
+                       None if time is None else parse_duration(time, "time"), is_default(spec))
+    written = evaluate_run(run_dir, spec, folder, progress=progress, budget=budget,
+                           echo=print if show_plan else None)
     return Evaluation(path=folder, results=[AttackResult.load(p) for p in written])
 
 

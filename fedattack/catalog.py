@@ -82,7 +82,7 @@ def scanned(ref: RegistryRef) -> list[Entry]:
     others = {p for v, (_, p) in declared.items() if v != ref.variable}
     home_file, in_package = module_file(ref.module), package_files(package, others)
     files = [(f, parse(f)) for f in dict.fromkeys([home_file, *in_package])]
-    classes = Classes(files)
+    classes = Classes(files, locate=_source_of)
     found: dict[str, Entry] = {}
     for file, tree in files:
         for entry in registered(tree, ref.variable, classes, file in in_package):
@@ -90,6 +90,14 @@ def scanned(ref: RegistryRef) -> list[Entry]:
                 raise CannotTell(f"{kind} {entry.name!r} is defined twice")
             found[entry.name] = entry
     return [found[n] for n in sorted(found)]
+
+
+def _source_of(module: str) -> Path | None:
+    """A module's source file, or None where it has none (for `Classes` to read imported bases)."""
+    try:
+        return module_file(module)
+    except (CannotTell, ImportError, ValueError):
+        return None
 
 
 def find(module: str) -> importlib.machinery.ModuleSpec:

@@ -16,15 +16,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fedattack.registry import UserError
+from fedattack.suggest import did_you_mean
 
 SCALARS = (bool, int, float, str)
 
 
 @dataclass(frozen=True, kw_only=True)
 class EvaluationSpec:
-    """threat_models / attacks: registered names or "all". victims: client ids, "all" or
-    "random:N" (drawn by the seed among the clients on the recorded wire). reconstruction:
-    "auto", "all" or strategy names, comma-separated. aux_size / eval_size: samples of the test
+    """threat_models / attacks: registered names or "all"; attacks "default" is the default
+    audit (per threat model the strongest attacks that fit the budget, `attacks.default_audit`).
+    victims: client ids, "all" or "random:N" (drawn by the seed among the clients on the
+    recorded wire). reconstruction: "strongest" (every applicable strategy, and the strongest
+    chosen honestly, `attacks.selection`), "auto" (the one of lowest rank), "all" or strategy
+    names, comma-separated. aux_size / eval_size: samples of the test
     split for the adversary's auxiliary data and the evaluation classifier (None: 40% / 30%).
     max_queries: most members judged per victim. nonmembers: non-members drawn per victim (at
     least as many as members; fewer where the held-out pool cannot supply them). executor:
@@ -32,9 +36,9 @@ class EvaluationSpec:
     has it."""
 
     threat_models: tuple[str, ...] = ("eavesdropper",)
-    attacks: tuple[str, ...] = ("all",)
+    attacks: tuple[str, ...] = ("default",)
     victims: tuple[int | str, ...] = ("random:5",)
-    reconstruction: str = "auto"
+    reconstruction: str = "strongest"
     aux_size: int | None = None
     eval_size: int | None = None
     max_queries: int = 1000
@@ -49,6 +53,8 @@ class EvaluationSpec:
             object.__setattr__(self, name, (value,) if isinstance(value, (str, int)) else tuple(value))
         _names(self.threat_models, "threat model")
         _names(self.attacks, "attack")
+        if "default" in self.attacks and len(self.attacks) > 1:
+            raise UserError("attack default (the default audit) stands alone; name attacks instead, or all")
         for victim in self.victims:
             _victim(victim)
         if not isinstance(self.reconstruction, str) or not self.reconstruction.strip():
@@ -93,7 +99,7 @@ def _victim(victim: int | str) -> None:
         if not count.isdigit() or int(count) < 1:
             raise UserError(f"random:{count} needs a positive count, e.g. random:5")
         return
-    raise UserError(f"victim {text!r} is not a client id, all, or random:N")
+    raise UserError(f"victim {text!r}{did_you_mean(text, ('all', 'random:N'))} is not a client id, all, or random:N")
 
 
 def _int(value: Any, name: str, least: int | None) -> None:

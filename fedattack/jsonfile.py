@@ -17,11 +17,13 @@ from fedattack.registry import UserError
 MAX_BYTES = 512 * 2**20  # far above any manifest, index, metrics or result file fedattack writes
 
 
-def read_json(path: Path, missing: str, corrupt: str) -> Any:
-    """The file's JSON; `missing` and `corrupt` say what to do when it is absent or not JSON."""
+def read_json(path: Path, missing: str, corrupt: str, max_bytes: int | None = None) -> Any:
+    """The file's JSON; `missing` and `corrupt` say what to do when it is absent or not JSON;
+    `max_bytes` (default `MAX_BYTES`) bounds its size."""
+    max_bytes = MAX_BYTES if max_bytes is None else max_bytes
     try:
-        if path.stat().st_size > MAX_BYTES:
-            raise UserError(f"{path} is larger than {MAX_BYTES >> 20} MiB; it is not a file fedattack wrote")
+        if path.stat().st_size > max_bytes:
+            raise UserError(f"{path} is larger than {max_bytes >> 20} MiB; it is not a file fedattack wrote")
         return json.loads(path.read_text())
     except FileNotFoundError:
         raise UserError(f"{path} is missing; {missing}") from None

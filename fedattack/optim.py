@@ -3,9 +3,12 @@
 A method may declare, per parameter, the optimiser of its local problem (`Target.optimizer`):
 plain SGD at the recipe's learning rate (every paper's default), or Adam (the IBP-WF code that
 WAFFLe's machinery comes from trains every parameter with Adam at lr 1e-3). The executors own
-the loop, so the step is written once here and used by the sequential trainer and the stacked
-(vmap) path: every operation is elementwise, so the same code updates one client's tensor or a
-(clients, ...) stack of them, where all clients still training are at the same local step.
+the loop, so the step is written once here and used by the sequential trainer, the stacked
+(vmap) path and the kernels: every operation is elementwise, so the same code updates one
+client's tensor or a (clients, ...) stack of them, where all clients still training are at the
+same local step. The kernels' SGD is here too, each arithmetic once: `sgd_product_` for a
+weight whose gradient is a product, `sgd_fused_` in one fused operation; WAFFLe's compiled
+step fuses its SGD and Adam into its C loops (`targets/waffle/native.c`), tested against these.
 
 Adam's moments live for one local problem only: fresh (zero) for each client each round, as a
 client that restarts its optimiser when it receives a new model. The step reproduces
@@ -64,6 +67,22 @@ def step_(opt: Optimizer, param: torch.Tensor, grad: torch.Tensor, state: State,
         return
     denom, step_size = _adam_moments(opt, grad, state, t)
     param.addcdiv_(state["m"], denom, value=-step_size)
+
+
+def sgd_product_(param: torch.Tensor, a: torch.Tensor, b: torch.Tensor, lr: float) -> None:
+    """SGD on a stacked weight whose gradient is the batched product a @ b, taken straight into
+    the weight (`baddbmm_`) instead of materialised first: the hand-written kernels' step for
+    their matrix products (one pass over the weights instead of three)."""
+    param.baddbmm_(a, b, alpha=-lr)
+
+
+def sgd_fused_(param: torch.Tensor, grad: torch.Tensor, lr: float, factor: torch.Tensor | None = None) -> None:
+    """SGD by one fused operation, param - lr * grad (* factor): the kernels' step for a vector
+    whose gradient they have (the rounding differs from `step_`'s scale-then-subtract)."""
+    if factor is None:
+        param.sub_(grad, alpha=lr)
+    else:
+        param.addcmul_(grad, factor, value=-lr)
 
 
 def _adam_moments(opt: Adam, grad: torch.Tensor, state: State, t: int) -> tuple[torch.Tensor, float]:

@@ -13,13 +13,27 @@ import dataclasses
 import math
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from fedattack.registry import UserError
+from fedattack.suggest import did_you_mean
 
 _TRUE = {"true", "yes", "1", "on"}
 _FALSE = {"false", "no", "0", "off"}
+
+
+def named_settings(text: str, option: str, example: str) -> tuple[str, dict[str, str]]:
+    """`NAME:key=value,key=value` (a `--defence` or `--active` value) -> (NAME, {key: value}); the
+    values stay strings until `build_dataclass` types them."""
+    name, _, rest = text.partition(":")
+    settings: dict[str, str] = {}
+    for pair in filter(None, (p.strip() for p in rest.split(","))):
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise UserError(f"{option} {text!r}: settings are key=value, e.g. {example}")
+        settings[key.strip().replace("-", "_")] = value.strip()
+    return name.strip(), settings
 
 
 def build_dataclass(cls: type, overrides: Mapping[str, Any], what: str, noun: str = "setting") -> Any:
@@ -34,9 +48,19 @@ def build_dataclass(cls: type, overrides: Mapping[str, Any], what: str, noun: st
     for raw_key, value in overrides.items():
         key = str(raw_key).strip().replace("-", "_")
         if key not in known:
-            raise UserError(f"{what} has no {noun} {raw_key!r}; valid {noun}s: {', '.join(known) or 'none'}")
+            raise UserError(f"{what} has no {noun} {raw_key!r}{did_you_mean(key, known)}; "
+                            f"valid {noun}s: {', '.join(known) or 'none'}")
         values[key] = coerce(value, hints[key], f"{what} {noun} {key}")
     return cls(**values)
+
+
+def one_of(value: Any, choices: Iterable[str], what: str) -> None:
+    """Refuse a setting's value outside its fixed set in one line: the set, and the value
+    probably meant (`what` names the setting, e.g. "dp-fedavg noise")."""
+    allowed = tuple(choices)
+    if value not in allowed:
+        listed = allowed[0] if len(allowed) == 1 else f"{', '.join(allowed[:-1])} or {allowed[-1]}"
+        raise UserError(f"{what}={value!r}{did_you_mean(value, allowed)}: use {listed}")
 
 
 def coerce(value: Any, hint: Any, what: str) -> Any:
@@ -73,7 +97,7 @@ def _literal(value: Any, args: tuple[Any, ...], what: str) -> Any:
     for allowed in args:
         if value == allowed or (isinstance(value, str) and value.strip() == str(allowed)):
             return allowed
-    raise UserError(f"{what} must be one of {', '.join(map(str, args))}, got {value!r}")
+    raise UserError(f"{what} must be one of {', '.join(map(str, args))}, got {value!r}{did_you_mean(value, args)}")
 
 
 def _tuple(value: Any, args: tuple[Any, ...], what: str) -> tuple[Any, ...]:

@@ -13,6 +13,8 @@ import pkgutil
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
+from fedattack.suggest import did_you_mean
+
 T = TypeVar("T")
 
 
@@ -62,7 +64,7 @@ class Registry(Generic[T]):
         self.discover()
         if name not in self._items:
             known = ", ".join(sorted(self._items)) or "none"
-            raise UserError(f"unknown {self.kind} {name!r}; choose one of: {known}")
+            raise UserError(f"unknown {self.kind} {name!r}{did_you_mean(name, self._items)}; choose one of: {known}")
         return self._items[name]
 
     def names(self) -> list[str]:
@@ -141,3 +143,4 @@ MODELS: Registry = Registry("model", "fedattack.models.zoo")
 TARGETS: Registry = Registry("target", "fedattack.targets")
 THREAT_MODELS: Registry = Registry("threat_model", "fedattack.attacks.threat_models")
 ATTACKS: Registry = Registry("attack", "fedattack.attacks")
+ACTIVE: Registry = Registry("active_threat_model", "fedattack.attacks.active")

@@ -81,7 +81,12 @@ class AttackResult:
     `metric_info` holds the attack's `Metric` declarations (key -> fields; see `declared`), so a
     report labels and scales numbers without importing the attack; results written before it
     existed have none, and reports fall back to the keys.
-    `run` describes the attacked federation (path, method, dataset, partition, seed, utility).
+    `run` describes the attacked federation (path, method, dataset, partition, seed, utility) and
+    is part of the result's identity: `run["defences"]` lists the defences it was trained with, as
+    its manifest records them ({"name", "settings", "accounting"}; [] for none; absent in results
+    written before it was recorded), and `run["active_adversary"]` names a server that acted during
+    training ({"name", "settings"}; None or absent for an honest federation). Reports keep
+    defended and undefended runs, honest and attacked federations, in rows of their own.
     `applicable` is False, with `note` saying why, when the threat model sees nothing to attack.
     """
 

@@ -10,6 +10,7 @@ settings dataclass (`Hyper`, `Options` or `Settings`) and literal defaults, and 
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -58,12 +59,18 @@ def parse(file: Path) -> ast.Module:
 
 
 class Classes:
-    """The scanned modules' classes, looked up by name as the module naming them would see them."""
+    """The scanned modules' classes, looked up by name as the module naming them would see them.
 
-    def __init__(self, files: list[tuple[Path, ast.Module]]) -> None:
+    A class imported from a module outside the scanned files (a settings base defined beside the
+    plugin kind's base class) is read from that module when `locate` finds its source.
+    """
+
+    def __init__(self, files: list[tuple[Path, ast.Module]],
+                 locate: Callable[[str], Path | None] | None = None) -> None:
         self.files = files
         self.own = {id(t): {n.name: n for n in t.body if isinstance(n, ast.ClassDef)} for _, t in files}
         self.by_stem = {f.stem: t for f, t in files}
+        self.locate = locate
 
     def get(self, name: str, tree: ast.Module) -> tuple[ast.ClassDef, ast.Module] | None:
         if name in self.own[id(tree)]:
@@ -71,7 +78,7 @@ class Classes:
         for node in tree.body:
             if isinstance(node, ast.ImportFrom) and node.module:
                 for alias in node.names:
-                    source = self.by_stem.get(node.module.rsplit(".", 1)[-1])
+                    source = self.by_stem.get(node.module.rsplit(".", 1)[-1]) or self._outside(node.module)
                     here = self.own[id(source)] if source is not None else {}
                     if (alias.asname or alias.name) == name and source is not None and alias.name in here:
                         return here[alias.name], source
@@ -79,6 +86,14 @@ class Classes:
         if len(found) > 1:
             raise CannotTell(f"class {name} is defined in several modules")
         return found[0] if found else None
+
+    def _outside(self, module: str) -> ast.Module | None:
+        path = self.locate(module) if self.locate is not None and module.startswith("fedattack.") else None
+        if path is None:
+            return None
+        tree = parse(path)
+        self.own.setdefault(id(tree), {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)})
+        return tree
 
 
 def registered(tree: ast.Module, variable: str, classes: Classes, in_package: bool) -> list[Entry]:

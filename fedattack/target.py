@@ -14,130 +14,62 @@ personal model). Reconstruction strategies select on those declarations.
 Most methods train locally by SGD on some loss. They describe that loss as a pure function of
 tensors (`local_loss`) between `start_local` and `finish_local`, and the executors own the
 sequence and the loop over epochs and batches: sequentially, or all sampled clients at once
-(`batchable`). A method that writes its own `client_update` cannot be batched.
+(`batchable`). A method that writes its own `client_update` cannot be batched. How many
+clients train at once is the method's to say too: `step_kernel` hands the batched executors a
+hand-written training of a stack of clients (`fedattack.kernels`), or None for the generic
+`vmap(grad(local_loss))`.
+
+Whatever an executor, a kernel, a defence or an attack needs to know about a method, the method
+declares (`local_objective`, `plain_forward`, `aggregates_weighted_mean`, `uplink_update`, ...);
+nothing inspects its code. A declaration is about some of the method's functions
+(`declared_about`): a subclass that overrides one of them without declaring it again in its own
+class body loses it (False, or None from the function), so nothing trusts a fact that its class
+no longer keeps.
+
+The records a method is built from and declares (`TargetContext`, `Recipe`, `Hidden`,
+`LocalObjective`, `WireSchema`, ...) are in `fedattack.contract`, the shared aggregation helpers
+in `fedattack.aggregation`; this module exports them all.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from torch import nn
 
+from fedattack.aggregation import applied_update, samples_of, weighted_mean, weighted_sum
+from fedattack.contract import (
+    INT_LIMIT,
+    ClientContext,
+    Hidden,
+    LocalData,
+    LocalObjective,
+    LocalProblem,
+    NoHyper,
+    Recipe,
+    State,
+    TargetContext,
+    WireSchema,
+    require_int,
+    require_number,
+)
 from fedattack.models import build_model
 from fedattack.models.layers import Layers
 from fedattack.optim import SGD, Optimizer
 from fedattack.options import build_dataclass
-from fedattack.registry import TARGETS, UserError
+from fedattack.registry import TARGETS
 from fedattack.training import Batch
-from fedattack.wire import Message, Payload
+from fedattack.wire import Message, Payload, update_by_names, with_update_by_names
+
+__all__ = ["INT_LIMIT", "ClientContext", "Hidden", "LocalData", "LocalObjective", "LocalProblem", "NoHyper", "Recipe",
+           "State", "Target", "TargetContext", "WireSchema", "applied_update", "initial_weights", "require_int",
+           "require_number", "samples_of", "weighted_mean", "weighted_sum"]
 
 if TYPE_CHECKING:
-    from fedattack.data.normalization import Normalization
-    from fedattack.training import Trainer
-
-State = dict[str, torch.Tensor]
-
-
-@dataclass(frozen=True, kw_only=True)
-class Recipe:
-    """The local training recipe every method shares (the papers' E, B and learning rate)."""
-
-    epochs: int = 5
-    batch_size: int = 10
-    lr: float = 0.04
-
-    def __post_init__(self) -> None:
-        require_int("epochs", self.epochs, least=1)
-        require_int("batch_size", self.batch_size, least=1)
-        require_number("lr", self.lr, positive=True)
-
-
-@dataclass(frozen=True, kw_only=True)
-class TargetContext:
-    """Everything a method is built from, known before it is constructed (nothing is set later).
-
-    `rounds` is the federation's length (for schedules such as WAFFLE's); `seed` the federation's
-    (for server-side randomness, e.g. a defence's noise); `data_root` is where a method finds data
-    it needs besides the clients' (CGAU's feature extractor), a machine setting that never enters
-    the method's hyperparameters or a run's identity. `clients_per_round` (m) is what a defence's
-    noise scale and privacy accounting need (client-side DP noise is sigma*C/sqrt(m)).
-    `normalization` is applied to the inputs as the first step of `forward` (None: pixels as
-    they are; see fedattack.data.normalization).
-    """
-
-    model: str
-    input_shape: tuple[int, int, int]
-    num_classes: int
-    recipe: Recipe = field(default_factory=Recipe)
-    num_clients: int = 1
-    rounds: int = 1
-    seed: int = 0
-    data_root: str | None = None
-    clients_per_round: int = 1
-    normalization: Normalization | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class NoHyper:
-    """A method without hyperparameters of its own."""
-
-
-@dataclass(frozen=True)
-class Hidden:
-    """What a client keeps that never crosses the wire, as the method declares it.
-
-    parameters: model parameters never sent (FedPer's head, CGAU's conditioning);
-    `zero_means_untrained` says that zeros are what a client that never trained holds there.
-    selection: factorised layer -> number of factors, for a private per-client selection `<layer>.b`
-    (WAFFLe); `selection_prior` gives the IBP prior's alpha per layer where there is one.
-    personal_prox: the proximal weight tying a private personal model to the shared one
-    (pFedMe, Ditto, APFL; 0 when there is no such pull); None when there is no personal model.
-    """
-
-    parameters: tuple[str, ...] = ()
-    zero_means_untrained: bool = False
-    selection: Mapping[str, int] = field(default_factory=dict)
-    selection_prior: Mapping[str, float] = field(default_factory=dict)
-    personal_prox: float | None = None
-    note: str = ""
-
-    @property
-    def nothing(self) -> bool:
-        return not (self.parameters or self.selection) and self.personal_prox is None
-
-
-@dataclass
-class LocalData:
-    """One client's local data, already relabelled if its partition shifts concepts."""
-
-    x_train: torch.Tensor
-    y_train: torch.Tensor
-    x_test: torch.Tensor
-    y_test: torch.Tensor
-
-    @property
-    def size(self) -> int:
-        return int(self.y_train.shape[0])
-
-
-@dataclass
-class LocalProblem:
-    """What local SGD optimises: trainable tensors and the constants the loss reads."""
-
-    params: State
-    consts: State
-
-
-@dataclass(frozen=True)
-class WireSchema:
-    """Names and shapes of what goes down to and up from a client."""
-
-    downlink: Mapping[str, tuple[int, ...]]
-    uplink: Mapping[str, tuple[int, ...]]
+    from fedattack.defences.base import Defence
+    from fedattack.kernels.base import StepKernel
 
 
 class Target:
@@ -152,12 +84,25 @@ class Target:
     # False for a method whose forward never calls `normalized` (CGAU feeds a frozen extractor
     # its own inputs): the run then records no normalisation, since none was applied.
     normalizes_inputs: ClassVar[bool] = True
+    # -- declarations (see the module docstring) --
+    plain_forward: ClassVar[bool] = True  # forward(params, x) is the model on normalized(x)
+    plain_normalization: ClassVar[bool] = True  # normalized(x): (x - mean) / std by channel, the context's
+    aggregates_weighted_mean: ClassVar[bool] = True  # aggregate: the n_k-weighted mean of the uplinks
+    linear_uplink: ClassVar[bool] = True  # uplinks are affine in the update: their mean carries the mean update
+    declared_about: ClassVar[Mapping[str, tuple[str, ...]]] = {
+        "plain_forward": ("forward",), "plain_normalization": ("normalized",),
+        "local_objective": ("local_loss",), "aggregates_weighted_mean": ("aggregate",),
+        "linear_uplink": ("uplink_update", "with_uplink_update")}
+    defences: Sequence[Defence] = ()  # what wraps this method (`fedattack.defences.make_target`)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if cls.batchable and "client_update" in cls.__dict__:
-            raise TypeError(f"{cls.__name__} writes its own client_update, which an executor cannot "
-                            "batch; set batchable = False")
+        if cls.batchable and ("client_update" in cls.__dict__ or "local_gradients" in cls.__dict__):
+            raise TypeError(f"{cls.__name__} writes its own client_update or local_gradients, which an "
+                            "executor cannot batch; set batchable = False")
+        for fact, about in cls.declared_about.items():
+            if fact not in cls.__dict__ and any(name in cls.__dict__ for name in about):
+                setattr(cls, fact, False if isinstance(getattr(cls, fact), bool) else _undeclared)
         if cls.__dict__.get("name"):
             TARGETS.add(cls.name, cls)
 
@@ -208,6 +153,27 @@ class Target:
         """The optimiser of local parameter `name` (fedattack.optim); SGD at the recipe's lr."""
         return SGD(self.recipe.lr)
 
+    def local_objective(self) -> LocalObjective | None:
+        """What `local_loss` computes, as facts (see `LocalObjective`): the default loss here;
+        None for a loss of its own, which only `local_loss` says."""
+        return LocalObjective()
+
+    def local_gradients(self, params: State, consts: State, batch: Batch, noise: State, step: torch.Tensor,
+                        ctx: ClientContext) -> Sequence[torch.Tensor | None]:
+        """One local step's gradient of every parameter (None: unused by the loss), for the
+        sequential loop: autograd of `local_loss`. A method (or a defence that trains the
+        clients itself, DP-SGD) that computes them otherwise cannot be batched."""
+        loss = self.local_loss(params, consts, batch, noise, step)
+        return torch.autograd.grad(loss, list(params.values()), allow_unused=True)
+
+    def step_kernel(self, problem: LocalProblem) -> StepKernel | None:
+        """A hand-written training of many clients' problems like `problem` at once
+        (`fedattack.kernels`), or None: the batched executors' `vmap(grad(local_loss))`. By
+        default the built-in `dense` or `conv` kernel, where this method's declared objective,
+        forward, model and optimisers are what it computes (`fedattack.kernels.standard`)."""
+        from fedattack.kernels.standard import standard_kernel  # the kernels read this module
+        return standard_kernel(self, problem)
+
     def noise_shapes(self, problem: LocalProblem) -> dict[str, tuple[int, ...]]:
         """Uniform(0,1) noise the loss needs per step, drawn by the executor (reproducibly)."""
         return {}
@@ -215,6 +181,25 @@ class Target:
     def finish_local(self, params: State, problem: LocalProblem, down: Payload, private: State,
                      data: LocalData) -> tuple[Payload, State]:
         return dict(params), private
+
+    def uplink_update(self, down: Payload, up: Payload) -> Payload:
+        """What the client changed, as float tensors: what a defence clips, noises or compresses.
+
+        By default read from the names (`fedattack.wire.update_by_names`): a tensor sent under
+        a name the downlink also carries is a model, its update `up - down`; one only the uplink
+        carries is an update already. A method whose uplink is encoded otherwise (quantised,
+        say) declares its update here and the inverse in `with_uplink_update`, so a defence acts
+        on the update, never on the encoding."""
+        return update_by_names(up, down)
+
+    def with_uplink_update(self, down: Payload, up: Payload, update: Payload) -> Payload:
+        """The uplink that carries `update` instead (the inverse of `uplink_update`)."""
+        return with_update_by_names(up, down, update)
+
+    @property
+    def uplinks_hidden(self) -> str | None:
+        """Why a recorded uplink decodes to nothing (a defence masks it), or None."""
+        return None
 
     def seal(self, up: Payload, down: Payload, ctx: ClientContext) -> Payload:
         """The uplink as it leaves the client; every executor calls it after the local update.
@@ -275,48 +260,9 @@ class Target:
         return build_dataclass(cls.Hyper, overrides, f"method {cls.name}")
 
 
-INT_LIMIT = 2**63  # counts and seeds end up in C integers (torch, numpy, tqdm): larger ones overflow there
-
-
-def require_int(name: str, value: object, least: int = 0) -> None:
-    """Refuse, in one line naming the setting and the value written, a non-integer, a small one,
-    or one too large for the libraries it is handed to."""
-    if not isinstance(value, int) or isinstance(value, bool) or value < least:
-        raise UserError(f"{name}={value!r} must be an integer of at least {least}")
-    if value >= INT_LIMIT:
-        raise UserError(f"{name}={value!r} must be below 2^63")
-
-
-def require_number(name: str, value: object, positive: bool = False, at_most: float | None = None) -> None:
-    """Refuse NaN, infinities, non-numbers, and values out of range, in one line."""
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    if ok and positive:
-        ok = value > 0  # type: ignore[operator]  # a finite int or float here
-    if ok and at_most is not None:
-        ok = value <= at_most  # type: ignore[operator]  # a finite int or float here
-    if not ok:
-        bound = f" and at most {at_most}" if at_most is not None else ""
-        raise UserError(f"{name}={value!r} must be a finite number{' above 0' if positive else ''}{bound}")
-
-
-class ClientContext:
-    """What the loop tells a client about its round; `train` runs its local SGD.
-
-    `peers` (the clients sampled this round, the client among them) and `samples` (its n_k) are
-    what a protocol run by the clients needs, e.g. secure aggregation's pairwise masks.
-    """
-
-    def __init__(self, rnd: int, client: int, seed: int, trainer: Trainer, *,
-                 peers: tuple[int, ...] = (), samples: int | None = None) -> None:
-        self.round = rnd
-        self.client = client
-        self.seed = seed
-        self._trainer = trainer
-        self.peers = peers or (client,)
-        self.samples = samples
-
-    def train(self, target: Target, problem: LocalProblem, data: LocalData) -> State:
-        return self._trainer(target, problem, data, self)
+def _undeclared(self: Target, *args: Any, **kwargs: Any) -> None:
+    """What a declaration becomes where a subclass changed what it was about (see `Target`)."""
+    return None
 
 
 def initial_weights(model: nn.Module, gen: torch.Generator) -> State:
@@ -331,34 +277,3 @@ def initial_weights(model: nn.Module, gen: torch.Generator) -> State:
         for name, p in model.named_parameters():
             state[name] = p.detach().clone()
     return state
-
-
-def weighted_mean(uplinks: list[Message], weights: list[float] | None = None) -> Payload:
-    """The weighted average of each named tensor (FedAvg's: weights are the samples n_k)."""
-    weights = [float(samples_of(m)) for m in uplinks] if weights is None else weights
-    total = float(sum(weights))
-    return {n: weighted_sum([m.payload[n] for m in uplinks], [w / total for w in weights])
-            for n in uplinks[0].payload}
-
-
-def weighted_sum(tensors: list[torch.Tensor], weights: list[float]) -> torch.Tensor:
-    """sum_i w_i t_i, in the order given (the order the sequential reference adds them)."""
-    out = weights[0] * tensors[0]
-    for w, t in zip(weights[1:], tensors[1:]):
-        out = out + w * t
-    return out
-
-
-def samples_of(message: Message) -> int:
-    """The sample count a received uplink reports (every uplink the round loop delivers has one)."""
-    if message.samples is None:
-        raise ValueError(f"the uplink of client {message.sender} reports no sample count")
-    return message.samples
-
-
-def applied_update(down: Payload | None, up: Payload, names: list[str], prefix: str,
-                   scale: float = 1.0) -> State | None:
-    """down + scale * up[prefix + name]: a client model sent as an update of the downlink."""
-    if down is None or not all(prefix + n in up and n in down for n in names):
-        return None
-    return {n: down[n] + scale * up[prefix + n] for n in names}

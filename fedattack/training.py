@@ -77,17 +77,11 @@ def sequential_train(target: Any, problem: Any, data: Any, ctx: Any) -> State:
 
 def local_gradients(target: Any, params: State, consts: State, batch: Batch, noise: State,
                     step: torch.Tensor, ctx: Any) -> tuple[torch.Tensor | None, ...]:
-    """One step's gradient of every local parameter (None: unused by the loss).
-
-    A target may compute it itself (`private_gradients`: a defence that trains differently, such
-    as DP-SGD's per-sample clipping and noise); such a target is not batchable, so this loop is
-    the only one that trains it.
-    """
-    private = getattr(target, "private_gradients", None)
-    if private is not None:
-        return tuple(private(params, consts, batch, noise, step, ctx))
-    loss = target.local_loss(params, consts, batch, noise, step)
-    return torch.autograd.grad(loss, list(params.values()), allow_unused=True)
+    """One step's gradient of every local parameter (None: unused by the loss), as the method
+    computes it (`Target.local_gradients`: autograd of its loss, or a defence's own such as
+    DP-SGD's per-sample clipping and noise; such a method is not batchable, so this loop is the
+    only one that trains it)."""
+    return tuple(target.local_gradients(params, consts, batch, noise, step, ctx))
 
 
 def minibatches(n: int, epochs: int, batch_size: int, gen: torch.Generator) -> Iterator[torch.Tensor]:

@@ -14,6 +14,7 @@ from typing import Literal
 import torch
 
 from fedattack.registry import UserError
+from fedattack.suggest import did_you_mean
 
 Payload = dict[str, torch.Tensor]
 SERVER = -1
@@ -48,6 +49,28 @@ def payload_bytes(payload: Payload) -> int:
     return sum(t.numel() * t.element_size() for t in payload.values())
 
 
+def update_by_names(up: Payload, down: Payload) -> Payload:
+    """What a client changed, read from the names alone (`Target.uplink_update`'s default).
+
+    A tensor sent under a name the downlink also carries, with its shape, is a model the client
+    trained from that downlink, so its update is `up - down` (FedAvg, FedProx, FedPer, APFL,
+    pFedMe, CGAU, WAFFLe); a tensor only the uplink carries is an update already, under its
+    method's own name (SCAFFOLD's dy and dc, Ditto's and q-FFL's delta, Weight Erosion's
+    g = update / lr, q-FFL's h), taken as it is. Only floating-point tensors are an update.
+    """
+    return {n: t - down[n] if _paired(n, t, down) else t
+            for n, t in up.items() if t.is_floating_point()}
+
+
+def with_update_by_names(up: Payload, down: Payload, update: Payload) -> Payload:
+    """The uplink that carries `update` (the inverse of `update_by_names`; other tensors unchanged)."""
+    return {**up, **{n: down[n] + u if _paired(n, up[n], down) else u for n, u in update.items()}}
+
+
+def _paired(name: str, tensor: torch.Tensor, down: Payload) -> bool:
+    return name in down and down[name].shape == tensor.shape
+
+
 @dataclass
 class Transcript:
     """The recorded messages, in the order they crossed the wire."""
@@ -80,6 +103,9 @@ class Transcript:
         return self.messages[-1] if self.messages else None
 
 
+POLICIES = ("all", "none", "auto", "final-per-client", "last:K", "every:K")  # as a user spells them
+
+
 @dataclass(frozen=True)
 class RecordingPolicy:
     """Which rounds of the wire are kept on disk.
@@ -106,7 +132,8 @@ class RecordingPolicy:
         if head in {"last", "every"} and arg.isdigit() and int(arg) > 0:
             return
         raise UserError(
-            f"unknown recording policy {self.spec!r}; use all, none, auto, final-per-client, last:K or every:K"
+            f"unknown recording policy {self.spec!r}{did_you_mean(self.spec, POLICIES)}; "
+            "use all, none, auto, final-per-client, last:K or every:K"
         )
 
     @property

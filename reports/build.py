@@ -66,8 +66,11 @@ def build_report(paths: Sequence[str | Path], out: str | Path, papers: Iterable[
 
 def _summary(inputs: Inputs) -> str:
     attacks = sorted({r.result.attack for r in inputs.results})
+    unknown = sum(1 for r in inputs.results if not r.run.defences_known)
+    old = (f" {unknown} result(s) predate the recording of a run's defences and their runs are out of reach: "
+           "they are taken as undefended." if unknown else "")
     return (f"{len(inputs.results)} attack result(s) ({', '.join(attacks) or 'none'}) on {len(inputs.runs)} "
-            f"federation(s). {software_note(inputs)} Each cell is the mean ± the standard "
+            f"federation(s).{old} {software_note(inputs)} Each cell is the mean ± the standard "
             "deviation (population, ddof=0) over the n seeds and victims of its row; rates are in percent. "
             "A threat model marked 'upper bound' (the oracle) was given the victim's private state on "
             "purpose and is not a realistic adversary.")

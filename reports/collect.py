@@ -18,6 +18,7 @@ from typing import Any
 
 from fedattack import provenance
 from fedattack.registry import TARGETS, UserError
+from fedattack.reports.identity import adversary_in, adversary_label, defence_label, defences_in
 from fedattack.results import RESULT_SCHEMA, AttackResult
 
 MANIFEST = "federation.json"
@@ -40,11 +41,27 @@ class RunInfo:
     partition_options: dict[str, Any] = field(default_factory=dict)
     setting: str = ""  # recipe values that differ among this method's runs ("epochs=5"), also in the label
     software: provenance.Versions = None  # the manifest's `versions` (`fedattack.provenance`)
+    defences: list[dict[str, Any]] = field(default_factory=list)  # the manifest's entries, innermost first
+    defences_known: bool = True  # False: an old result whose run is out of reach; taken as undefended
+    adversary: dict[str, Any] | None = None  # an active adversary that acted in training ({"name", "settings"})
+
+    @property
+    def undefended(self) -> str:
+        """The method with its settings: what a defended run's undefended twin is called."""
+        return f"{self.method}{VARIANT_OPEN}{self.variant}]" if self.variant else self.method
+
+    @property
+    def federation(self) -> str:
+        """The method with its settings and defences: what was trained, whoever attacked it."""
+        return f"{self.undefended} + {defence_label(self.defences)}" if self.defences else self.undefended
 
     @property
     def label(self) -> str:
-        """The method as tables and figures name it: two settings of one method are two rows."""
-        return f"{self.method}{VARIANT_OPEN}{self.variant}]" if self.variant else self.method
+        """The method as tables and figures name it: two settings of one method, a defended run
+        and its undefended twin, an honest run and one where the server acted, are all rows of
+        their own."""
+        active = adversary_label(self.adversary)
+        return f"{self.federation}, {active}" if active else self.federation
 
     @property
     def ident(self) -> tuple[Any, ...]:
@@ -162,12 +179,15 @@ def run_of(result: AttackResult, result_path: Path) -> RunInfo:
     if folder is not None:
         info = read_run(folder, strict=False)
         if info is not None:
+            info.adversary = info.adversary or adversary_in(run)
             return info
     utility = {k: float(v) for k, v in (run.get("utility") or {}).items() if _is_number(v)}
     method = str(run.get("method", "?"))
+    defences, known = defences_in(run)
     return RunInfo(method=method, dataset=str(run.get("dataset", "?")),
                    partition=_partition_name(run.get("partition", "?")), seed=int(run.get("seed", 0)),
-                   utility=utility, path=None, variant=variant_of(method, run.get("hyper")))
+                   utility=utility, path=None, variant=variant_of(method, run.get("hyper")),
+                   defences=defences, defences_known=known, adversary=adversary_in(run))
 
 
 def _locate(raw: Any, result_path: Path) -> Path | None:
@@ -190,6 +210,7 @@ def read_run(folder: Path, strict: bool = True) -> RunInfo | None:
             raise ValueError("incomplete")
         utility = {k: float(v) for k, v in manifest.get("utility", {}).items() if _is_number(v)}
         utility.update(_history_metrics(folder))
+        defences, _ = defences_in(manifest, spec)
         return RunInfo(method=spec["method"], dataset=spec["dataset"],
                        partition=_partition_name(manifest.get("partition", spec["partition"]), spec),
                        seed=int(spec.get("seed", 0)), utility=utility, path=folder,
@@ -197,7 +218,8 @@ def read_run(folder: Path, strict: bool = True) -> RunInfo | None:
                        variant=variant_of(spec["method"], spec.get("hyper"), manifest.get("source")),
                        recipe=dict(spec.get("recipe") or {}),
                        partition_options=_partition_options(manifest.get("partition"), spec),
-                       software=provenance.recorded(manifest.get("versions")))
+                       software=provenance.recorded(manifest.get("versions")), defences=defences,
+                       adversary=adversary_in(manifest, spec))
     except (OSError, ValueError, KeyError, TypeError):
         if strict:
             raise UserError(f"{folder} is not a complete fedattack run directory") from None

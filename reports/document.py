@@ -44,12 +44,25 @@ class Figure:
     caption: str
 
 
+Item = str | tuple[str, list[str]] | tuple[str, list[str], list[str]]
+
+
 @dataclass
 class Bullets:
-    """A list; an item may carry sub-items, folded away in HTML when there are more than `fold`."""
+    """A list; an item may carry sub-items, folded away in HTML when there are more than `fold`,
+    and a third list of sub-items that HTML always folds away under `folded` (Markdown shows all)."""
 
-    items: Sequence[str | tuple[str, list[str]]]
+    items: Sequence[Item]
     fold: int = 1
+    folded: str = "more"
+
+
+def _parts(item: Item) -> tuple[str, list[str], list[str]]:
+    if isinstance(item, str):
+        return item, [], []
+    if len(item) == 2:
+        return item[0], list(item[1]), []
+    return item[0], list(item[1]), list(item[2])
 
 
 @dataclass
@@ -148,8 +161,8 @@ def _md_lines(blocks: list[Block]) -> list[str]:
             lines += [b.text, ""]
         elif isinstance(b, Bullets):
             for item in b.items:
-                head, subs = (item, []) if isinstance(item, str) else item
-                lines += [f"- {head}", *(f"  - {sub}" for sub in subs)]
+                head, subs, folded = _parts(item)
+                lines += [f"- {head}", *(f"  - {sub}" for sub in subs + folded)]
             lines.append("")
         elif isinstance(b, Columns):
             lines += _md_lines(b.left) + _md_lines(b.right)
@@ -216,12 +229,18 @@ def _html_parts(blocks: list[Block]) -> list[str]:
 def _html_list(block: Bullets) -> str:
     out = []
     for item in block.items:
-        head, subs = (item, []) if isinstance(item, str) else item
-        inner = "<ul>" + "".join(f"<li>{_inline(sub)}</li>" for sub in subs) + "</ul>" if subs else ""
+        head, subs, folded = _parts(item)
+        inner = _ul(subs)
         if len(subs) > block.fold:
             inner = f"<details><summary>{len(subs)} comparisons, with their numbers</summary>{inner}</details>"
+        if folded:
+            inner += f"<details><summary>{html.escape(block.folded)}</summary>{_ul(folded)}</details>"
         out.append(f"<li>{_inline(head)}{inner}</li>")
     return "<ul>" + "".join(out) + "</ul>"
+
+
+def _ul(items: list[str]) -> str:
+    return "<ul>" + "".join(f"<li>{_inline(i)}</li>" for i in items) + "</ul>" if items else ""
 
 
 def _inline(text: str) -> str:

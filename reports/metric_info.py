@@ -42,6 +42,8 @@ UTILITY_METRICS: dict[str, MetricInfo] = {
     "variance": MetricInfo("variance (%^2)", digits=0, headline=False),  # kept where a paper reports it
     "agent0_best": MetricInfo("agent 0 best acc. (%)"),
     "std": MetricInfo("std over clients (%)"),  # reads better than the variance in %^2
+    # where no client holds test images: the dataset's test split (fedattack.federation.utility)
+    "test_split": MetricInfo("test-split acc. (%), no local test images"),
 }
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fedattack.registry import UserError
+from fedattack.suggest import did_you_mean
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,8 @@ def numbers(key: str, dataset: str, partition: str | None, method: str,
 
 def lookup(key: str) -> tuple[PaperTable, list[PaperNumber]]:
     if key not in TABLES:
-        raise UserError(f"unknown paper table {key!r}; choose one of: {', '.join(sorted(TABLES))}")
+        raise UserError(f"unknown paper table {key!r}{did_you_mean(key, TABLES)}; "
+                        f"choose one of: {', '.join(sorted(TABLES))}")
     return TABLES[key], [n for n in NUMBERS if n.table == key]
 
 

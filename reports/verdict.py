@@ -1,13 +1,19 @@
-"""The report's verdict: which method leaks more, under which threat model, by how much, how sure.
+"""The comparison between methods: which leaks more, under which threat model, by how much.
 
-For each (dataset, partition, training setting, attack, threat model) the methods are ranked by leakage on
-the attack's headline metric, each with a 95% bootstrap interval over victims and seeds
-(`intervals.py`), and compared with a reference method (FedAvg unless told otherwise). Which
-metric is the headline, which direction means more leakage and what chance is come from the
-metric declarations a result carries (`leakage.py`). A method attacked through a different
+It follows the absolute verdict (`claims.py`) where a report holds several federations. For each
+(dataset, partition, training setting, attack, threat model) the methods are ranked by leakage
+on the attack's headline metric, each with a 95% bootstrap interval over victims and seeds
+(`fedattack.intervals`), and compared with a reference method (FedAvg unless told otherwise).
+Which metric is the headline, which direction means more leakage and what chance is come from
+the metric declarations a result carries (`leakage.py`). A method attacked through a different
 reconstruction than the reference (WAFFLe's inferred factors against FedAvg's uplink) is still
-compared with it: the reconstruction is how the adversary got at that method's model. Flags say where a number is
-indistinguishable from chance or the audit is too small to say anything.
+compared with it: the reconstruction is how the adversary got at that method's model.
+
+Each entry lands in exactly one category (`category`), decided by its difference to the
+reference alone: the reference itself, leaks more, leaks less, cannot be told apart, or
+undecided (no interval on one side), or alone (no reference in its group). Whether a number
+holds chance is a separate statement about that number (`flags`), so "leaks less than fedavg"
+and "holds chance" can both be true and are never merged into a third verdict.
 """
 
 from __future__ import annotations
@@ -17,21 +23,21 @@ from collections import defaultdict
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 
-from fedattack.registry import UserError
-from fedattack.reports.aggregate import threat_label
-from fedattack.reports.collect import LoadedResult, without_variant
-from fedattack.reports.intervals import (
+from fedattack.intervals import (
     Difference,
     Interval,
     difference_interval,
-    mean_interval,
 )
+from fedattack.registry import UserError
+from fedattack.reports.aggregate import threat_label
+from fedattack.reports.claims import estimate
+from fedattack.reports.collect import LoadedResult, without_variant
+from fedattack.reports.families import unit, units_word
 from fedattack.reports.leakage import Reading, headlines, merged, reading
+from fedattack.suggest import did_you_mean
 
 REFERENCE = "fedavg"
-MIN_N = 3  # fewer units than this: "too small to say" whatever the interval
-WIDEST = 0.2  # of a bounded metric's range: a wider 95% interval is "too small to say"
-WIDEST_UNBOUNDED = {"dB": 6.0}  # the same, in display units, for metrics without a range (PSNR)
+CATEGORIES = ("reference", "more", "less", "same", "undecided", "alone")
 
 
 @dataclass
@@ -69,6 +75,7 @@ class Group:
     partition: str = ""
     setting: str = ""                  # the training setting every entry shares ("epochs=5"), if set
     scope: str = ""                    # partition and setting, where the report has several
+    units: str = "victims"             # what n counts: victims, or victim-seed pairs over several seeds
 
     @property
     def data(self) -> str:
@@ -108,11 +115,6 @@ def coarsest_resolution(results: Iterable[LoadedResult]) -> float | None:
     return max(known) if known else None
 
 
-def unit(r: LoadedResult) -> Hashable:
-    """What pairs two methods' results: the same victim of the same seed, attacked with the same seed."""
-    return (r.run.seed, r.result.victim, r.result.seed)
-
-
 def _pick_reference(methods: Iterable[str], reference: str) -> str | None:
     methods = list(methods)
     if reference in methods:
@@ -126,7 +128,8 @@ def require_reference(results: list[LoadedResult], reference: str) -> None:
     without any comparison (the default, FedAvg, may be absent, so it is not required)."""
     methods = {r.run.label for r in results}
     if reference not in methods | {without_variant(m) for m in methods}:
-        raise UserError(f"--reference {reference}: no result attacks that method; the results hold "
+        raise UserError(f"--reference {reference}{did_you_mean(reference, methods)}: no result attacks that "
+                        "method; the results hold "
                         f"{', '.join(sorted(methods)) or 'no method'}")
 
 
@@ -147,7 +150,8 @@ def build_groups(results: list[LoadedResult], reference: str = REFERENCE) -> lis
         recons = {e.reconstruction for e in entries}
         group = Group(attack, dataset, threat, recons.pop() if len(recons) == 1 else "",
                       [reading(k, declared) for k in keys], entries,
-                      _pick_reference((e.method for e in entries), reference), reference, partition, setting)
+                      _pick_reference((e.method for e in entries), reference), reference, partition, setting,
+                      units=units_word(members))
         _rank(group)
         _compare(group)
         groups.append(group)
@@ -182,7 +186,7 @@ def _entries(members: list[LoadedResult], metrics: list[str]) -> list[Entry]:
                   for m in metrics}
         name = f"{method} ({recon})" if method in several or len({k[1] for k in by_method}) > 1 else method
         entry = Entry(method, recon, name, values, resolution=coarsest_resolution(rs))
-        entry.stats = {m: mean_interval([values[m][k] for k in sorted(values[m], key=repr)]) for m in metrics}
+        entry.stats = {m: estimate(rs, m) for m in metrics}  # the absolute verdict's own estimate
         entries.append(entry)
     return entries
 
@@ -207,43 +211,30 @@ def _compare(group: Group) -> None:
 
 
 def flags(s: Interval, m: Reading) -> list[str]:
-    """The plain warnings a reader needs before trusting a number, each with its reason."""
+    """What a reader must know about one number before trusting it, each with its reason."""
     out = []
     if s.n < 2:
         out.append(f"no interval (n={s.n})")
     at = f"{m.chance * m.scale:g}{m.suffix}" if m.chance is not None else ""
     if m.chance is not None and s.contains(m.chance):
-        out.append(f"indistinguishable from chance ({at})")
-    elif m.chance is not None and s.has_interval and (s.high < m.chance if m.leak == "higher" else s.low > m.chance):
-        out.append(f"below chance ({at}; the attack fails)")
-    low, high = m.bounds
-    widest = WIDEST * (high - low) if low is not None and high is not None else None
-    shown = widest * m.scale if widest is not None else WIDEST_UNBOUNDED.get(m.unit)
-    if 2 <= s.n < MIN_N:
-        out.append(f"too small to say (n={s.n})")
-    elif s.n >= MIN_N and shown is not None and s.width * m.scale > shown:
-        out.append(f"too small to say (interval wider than {shown:g}{m.difference_unit})")
+        out.append(f"{m.label} holds chance ({at})")
+    elif m.chance is not None and (s.below(m.chance) if m.leak == "higher" else s.above(m.chance)):
+        out.append(f"{m.label} below chance ({at}; see the verdict above for why)")
     return out
 
 
-def detectable(group: Group, entry: Entry) -> bool | None:
-    """Whether an entry's leakage is told apart from chance (its interval on the leaking side of
-    it); None where the metric has no chance level or the entry no interval."""
+def category(group: Group, entry: Entry) -> str:
+    """The one category an entry lands in, from its difference to the reference alone."""
+    if group.reference is None:
+        return "alone"
+    if entry.method == group.reference:
+        return "reference"
+    d = entry.diff
+    ref = group.entry(entry.against) if entry.against else None
     m = group.primary
-    s = entry.stats[m.key]
-    if m.chance is None or not s.has_interval:
-        return None
-    return s.low > m.chance if m.leak == "higher" else s.high < m.chance
-
-
-def leak_word(group: Group, entry: Entry) -> str:
-    """'more', 'less', '' (cannot tell) or 'neither' (neither side leaks detectably above chance)
-    for an entry against its reference, from their difference."""
-    d, ref = entry.diff, group.entry(entry.against) if entry.against else None
-    if d is None or ref is None or not d.interval.has_interval:
-        return ""
-    if detectable(group, entry) is False and detectable(group, ref) is False:
-        return "neither"
+    if d is None or ref is None or not d.interval.has_interval or not (
+            entry.stats[m.key].has_interval and ref.stats[m.key].has_interval):
+        return "undecided"
     if d.interval.contains(0.0):
-        return ""
-    return "more" if (d.interval.low > 0) == (group.primary.leak == "higher") else "less"
+        return "same"
+    return "more" if d.interval.above(0.0) == (m.leak == "higher") else "less"

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import torch
 
 from fedattack.models.zoo.cgau import CGAUNet, ExtractorSpec, build_extractor, embed
+from fedattack.options import one_of
 from fedattack.registry import UserError
 from fedattack.rng import generator
 from fedattack.target import (
@@ -67,6 +68,8 @@ class CGAUHyper:
     def __post_init__(self) -> None:
         if self.hidden < 1 or self.layers < 1 or not 0 <= self.dropout < 1 or self.local_steps < 0:
             raise UserError("cgau needs hidden >= 1, layers >= 1, 0 <= dropout < 1, local_steps >= 0")
+        one_of(self.units, ("gated", "relu"), "cgau units")  # refused here, not after the data loads
+        one_of(self.extractor.partition(":")[0], ("central", "torchvision", "pixels"), "cgau extractor (its kind)")
 
 
 class CGAU(Target):

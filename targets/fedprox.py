@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from fedattack.registry import UserError
-from fedattack.target import LocalData, LocalProblem, State, Target
+from fedattack.target import LocalData, LocalObjective, LocalProblem, State, Target
 from fedattack.training import Batch
 from fedattack.wire import Payload
 
@@ -42,10 +42,10 @@ class FedProx(Target):
         params = {n: down[n] for n in self.param_names}
         return LocalProblem(params=params, consts={f"anchor.{n}": down[n] for n in self.param_names})
 
-    def proximal_mu(self) -> float:
+    def local_objective(self) -> LocalObjective:
         """`local_loss` is the default loss plus (mu/2)|w - anchor|^2, anchors in consts as
-        `anchor.<name>`: the batched executor's hand-written steps train it (`_proximal`)."""
-        return self.hyper.mu
+        `anchor.<name>`: the built-in kernels train it (`fedattack.kernels.proximal`)."""
+        return LocalObjective(proximal=float(self.hyper.mu))
 
     def local_loss(self, params: State, consts: State, batch: Batch, noise: State,
                    step: torch.Tensor) -> torch.Tensor:

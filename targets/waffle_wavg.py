@@ -48,6 +48,7 @@ from dataclasses import dataclass
 
 import torch
 
+from fedattack.options import one_of
 from fedattack.registry import UserError
 from fedattack.target import State, WireSchema, weighted_sum
 from fedattack.wire import Message, Payload
@@ -86,10 +87,8 @@ class WaffleHyper(ControlHyper):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.zero_weight not in ZERO_WEIGHT_MODES:
-            raise UserError(f"waffle-wavg zero_weight={self.zero_weight!r}: use keep, freeze or reset")
-        if self.control not in {"increments", "variates"}:
-            raise UserError(f"waffle-wavg control={self.control!r}: use increments or variates")
+        one_of(self.zero_weight, ZERO_WEIGHT_MODES, "waffle-wavg zero_weight")
+        one_of(self.control, ("increments", "variates"), "waffle-wavg control")
         if not 0 <= self.zero_below < 1:
             raise UserError(f"waffle-wavg zero_below={self.zero_below}: use a weight in [0, 1)")
         if self.rounds < 0 or self.smoothing < 1 or not 0 <= self.local_fraction <= 1:

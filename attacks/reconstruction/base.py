@@ -45,6 +45,7 @@ class Strategy:
 
     name: ClassVar[str] = ""
     needs: ClassVar[frozenset[str]] = frozenset()  # Observation parts it reads besides decode's
+    needs_labels: ClassVar[bool] = False  # it fits on labelled auxiliary data (no labels: not applicable)
     rank: ClassVar[int] = 10  # `auto` picks the applicable strategy of lowest rank
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -73,6 +74,15 @@ class Strategy:
         return f"{type(self).__name__}(name={self.name!r})"
 
 
+class WireOnly(Strategy):
+    """No reconstruction: for an attack that reads the wire itself (no `name`: never chosen by
+    `auto` or `all`, only handed to such an attack by the evaluation)."""
+
+    def reconstruct(self, target: Target, obs: Observation, knowledge: Knowledge,
+                    gen: torch.Generator) -> Reconstructed:
+        return Reconstructed("wire", {}, {"source": "none: the attack reads the wire itself"})
+
+
 def applicable(target: Target, parts: frozenset[str], deployed_only: bool) -> list[Strategy]:
     """Strategies that can rebuild `target`'s client model from observations with `parts`."""
     out = []
@@ -88,7 +98,9 @@ def applicable(target: Target, parts: frozenset[str], deployed_only: bool) -> li
 
 def resolve(request: str, target: Target, parts: frozenset[str],
             deployed_only: bool) -> list[Strategy]:
-    """`auto` (the best applicable), `all` (every applicable) or one strategy by name.
+    """`auto` (the applicable strategy of lowest rank), `all` or `strongest` (every applicable:
+    `strongest` then keeps the strongest, chosen honestly, `attacks.selection`) or strategies
+    by name.
 
     Returns [] when nothing applies (the caller reports "not applicable"); a strategy asked for
     by name that cannot apply here is the user's mistake and raises `UserError`.
@@ -96,7 +108,7 @@ def resolve(request: str, target: Target, parts: frozenset[str],
     usable = applicable(target, parts, deployed_only)
     if request == "auto":
         return usable[:1]
-    if request == "all":
+    if request in ("all", "strongest"):
         return usable
     names = [s.name for s in usable]
     for name in request.split(","):

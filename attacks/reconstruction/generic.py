@@ -19,7 +19,7 @@ from fedattack.target import Target
 
 def decodes_whole_model(target: Target) -> str | None:
     """Why the decoded uplink is not a complete model of `target` (None: it is)."""
-    masked = getattr(target, "uplinks_hidden", None)  # a defence (secure aggregation) masks them
+    masked = target.uplinks_hidden  # a defence (secure aggregation) masks them
     if masked:
         return f"{target.name} under {masked}"
     hidden = target.hidden()

@@ -37,6 +37,7 @@ class HiddenFitted(Strategy):
     """Missing parameters trained on auxiliary data with the decoded ones frozen."""
 
     name = "hidden-fitted"
+    needs_labels = True
     rank = 1
 
     def unsupported(self, target: Target) -> str | None:
@@ -79,6 +80,7 @@ class PersonalFineTuned(Strategy):
     """The decoded shared model fine-tuned on auxiliary data (with the method's prox weight)."""
 
     name = "personal-fine-tuned"
+    needs_labels = True
     rank = 2
 
     def unsupported(self, target: Target) -> str | None:

@@ -44,7 +44,6 @@ import torch.nn.functional as F
 
 from fedattack.attacks.reconstruction.base import Reconstructed, Strategy, aux_like_victim, decoded
 from fedattack.attacks.view import Knowledge, Observation
-from fedattack.models import ibp
 from fedattack.target import State, Target
 from fedattack.training import minibatches
 
@@ -53,6 +52,12 @@ ON = 0.5
 
 def layers_of(target: Target) -> dict[str, int]:
     return dict(target.hidden().selection)
+
+
+def prior_mean(alpha: float, factors: int) -> torch.Tensor:
+    """E[pi_k] = (alpha / (alpha + 1))^k, k = 1..F, under the stick-breaking prior: public."""
+    k = torch.arange(1, factors + 1, dtype=torch.float32)
+    return (alpha / (alpha + 1.0)) ** k
 
 
 def alpha_of(target: Target, layer: str, factors: int) -> float:
@@ -137,7 +142,7 @@ class PriorMean(PriorGuess):
 
     def selection(self, target: Target, obs: Observation, layer: str, factors: int,
                   gen: torch.Generator) -> torch.Tensor:
-        return ibp.prior_mean_probs(alpha_of(target, layer, factors), factors)
+        return prior_mean(alpha_of(target, layer, factors), factors)
 
 
 class Inferred(FactorGuess):
@@ -187,6 +192,7 @@ class Fitted(FactorGuess):
     """b in [0, 1] fitted on auxiliary data like the victim's, the uplinked dictionary frozen."""
 
     name = "factors-fitted"
+    needs_labels = True
     rank = 3
     lr = 0.05
 
@@ -212,5 +218,5 @@ class Fitted(FactorGuess):
 def start_selection(target: Target, layer: str, factors: int) -> torch.Tensor:
     """Where a fitted selection starts: the IBP prior's mean, or all on without a prior."""
     if layer in target.hidden().selection_prior:
-        return ibp.prior_mean_probs(alpha_of(target, layer, factors), factors)
+        return prior_mean(alpha_of(target, layer, factors), factors)
     return torch.ones(factors)

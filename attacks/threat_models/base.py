@@ -68,7 +68,8 @@ class ThreatModel:
                             "knows = Knows(every_client=True) if it may use them")
         return View(threat_model=self.name, victim=victim, target=fed.target(), channels=channels,
                     reader=fed.transcript(), deployed=self.deployed_model(fed, victim),
-                    held=self.held_models(fed, victim), upper_bound=self.upper_bound)
+                    held=self.held_models(fed, victim), upper_bound=self.upper_bound,
+                    active=fed.manifest.get("active_adversary"))
 
     def describe(self, victim: int | None = None, facts: RunFacts | None = None) -> dict[str, Any]:
         """For results: what it observes (the channels, when the victim and run are given) and knows."""

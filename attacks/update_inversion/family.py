@@ -24,6 +24,7 @@ from fedattack.attacks.update_inversion.labels import count_accuracy
 from fedattack.attacks.update_inversion.problem import VictimUpdate, recover_labels, victim_update
 from fedattack.attacks.update_inversion.through import ThroughSettings
 from fedattack.attacks.update_inversion.unmix import Search
+from fedattack.options import one_of
 from fedattack.registry import UserError
 from fedattack.results import Metric
 
@@ -103,21 +104,18 @@ class InversionSettings:
     def __post_init__(self) -> None:
         if self.iterations < 1 or self.restarts < 1 or self.step_size <= 0 or self.tv < 0:
             raise UserError("iterations and restarts must be >= 1, step_size > 0 and tv >= 0")
-        if self.distance not in ("cosine", "l2"):
-            raise UserError(f"distance {self.distance!r} must be cosine or l2")
-        if self.selection not in SELECTIONS:
-            raise UserError(f"selection {self.selection!r} must be one of {', '.join(SELECTIONS)}")
-        if self.start not in STARTS or self.programs < 0 or self.peel < 0:
-            raise UserError(f"start {self.start!r} must be one of {', '.join(STARTS)}, programs and peel >= 0")
+        one_of(self.distance, ("cosine", "l2"), "distance")
+        one_of(self.selection, SELECTIONS, "selection")
+        one_of(self.start, STARTS, "start")
+        if self.programs < 0 or self.peel < 0:
+            raise UserError(f"programs and peel must be >= 0, got {self.programs} and {self.peel}")
         if not self.slack >= 0:
             raise UserError(f"slack {self.slack} must be >= 0")
         if self.levels < 0:
             raise UserError(f"levels {self.levels} must be >= 1 (255 for 8-bit images), or 0 to read "
                             "them off the auxiliary data")
-        if self.rank not in RANKS:
-            raise UserError(f"rank {self.rank!r} must be one of {', '.join(RANKS)}")
-        if self.labels not in LABELS:
-            raise UserError(f"labels {self.labels!r} must be one of {', '.join(LABELS)}")
+        one_of(self.rank, RANKS, "rank")
+        one_of(self.labels, LABELS, "labels")
         if self.polish < 0:
             raise UserError(f"polish {self.polish} must be >= 0 (optimiser iterations after the first-layer reading)")
         if self.device != "cpu" and not (self.device.startswith("cuda") and torch.cuda.is_available()):
@@ -125,10 +123,8 @@ class InversionSettings:
                             f"(here: {'yes' if torch.cuda.is_available() else 'none'})")
         if self.rounds < 0:
             raise UserError(f"rounds {self.rounds} must be >= 1 (the last K rounds seen), or 0 for all")
-        if self.round_window not in WINDOWS:
-            raise UserError(f"round_window {self.round_window!r} must be one of {', '.join(WINDOWS)}")
-        if self.fallback not in FALLBACKS:
-            raise UserError(f"fallback {self.fallback!r} must be one of {', '.join(FALLBACKS)}")
+        one_of(self.round_window, WINDOWS, "round_window")
+        one_of(self.fallback, FALLBACKS, "fallback")
 
 
 class UpdateInversionFamily(DataReconstruction):

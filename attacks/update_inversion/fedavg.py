@@ -37,6 +37,7 @@ from fedattack.attacks.update_inversion.objectives import (
     to_images,
     total_variation,
 )
+from fedattack.progress import steps
 
 PRIORS = ("matching", "moments", "none")
 
@@ -115,7 +116,7 @@ def one_start(forward: Forward, down: State, observed: State, labels: torch.Tens
     optimiser = torch.optim.Adam([z, *free.values()], lr=settings.lr)
     schedule = step_decay(optimiser, settings.steps)
     orders = torch.arange(n, device=labels.device).expand(recipe.epochs, n)
-    for step in range(settings.steps):
+    for step in steps(range(settings.steps), "iterations (each a simulated local run)"):
         if settings.prior == "matching" and step % settings.realign_every == 0:
             orders = align(to_images(z), classes)
         optimiser.zero_grad()

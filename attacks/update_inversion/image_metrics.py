@@ -37,9 +37,17 @@ class ImageScores:
                 "share_recovered": self.share_recovered}
 
 
+CHUNK_FLOATS = 2**24  # the pairwise differences held at once (64 MB): thousands of images x thousands
+
+
 def psnr_matrix(recon: torch.Tensor, truth: torch.Tensor) -> np.ndarray:
-    """PSNR (data range 1) of every reconstruction against every real image, batched."""
-    mse = ((recon.flatten(1)[:, None, :] - truth.flatten(1)[None, :, :]) ** 2).mean(2)
+    """PSNR (data range 1) of every reconstruction against every real image, batched over as
+    many reconstructions at a time as keep the pairwise differences within `CHUNK_FLOATS` (all
+    at once, 2,400 MNIST images against 2,400 held 18 GB)."""
+    a, b = recon.flatten(1), truth.flatten(1)
+    rows = max(1, CHUNK_FLOATS // max(1, b.shape[0] * b.shape[1]))
+    mse = torch.cat([((a[i:i + rows, None, :] - b[None, :, :]) ** 2).mean(2) for i in range(0, len(a), rows)]) \
+        if len(a) else a.new_zeros((0, b.shape[0]))
     return (10 * torch.log10(1.0 / mse.clamp(min=1e-10))).double().cpu().numpy()
 
 

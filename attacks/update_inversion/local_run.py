@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import torch
+from torch.utils.checkpoint import checkpoint
 
 from fedattack.attacks.update_inversion.objectives import (
     Forward,
@@ -23,12 +24,18 @@ from fedattack.attacks.update_inversion.objectives import (
 
 @dataclass(frozen=True)
 class LocalRecipe:
-    """What the adversary assumes the client ran: epochs E, batch size B, SGD step lr, FedProx mu."""
+    """What the adversary assumes the client ran: epochs E, batch size B, SGD step lr, FedProx mu.
+
+    `segment` is not the client's: the most simulated steps whose graph is held at once (None:
+    all). The run is then recomputed segment by segment during the backward (activation
+    checkpointing): the same numbers, bit for bit, in memory that grows with the segment, for
+    about a third more time (`attacks.cost`; the planner sets it from the memory budget)."""
 
     epochs: int
     batch_size: int
     lr: float
     mu: float = 0.0
+    segment: int | None = None
 
     def num_steps(self, n: int) -> int:
         """Local SGD steps on n samples; 1 means the update is one gradient (`gradient.py`)."""
@@ -61,10 +68,33 @@ def simulate_local_run(forward: Forward, down: Mapping[str, torch.Tensor], copie
     anchor = {k: v.detach() for k, v in down.items()}
     params: State = {k: v.detach().requires_grad_(True) for k, v in down.items()}
     keys = list(params)
-    for epoch in range(recipe.epochs):
-        for part in batch_slices(copies.shape[1], recipe.batch_size):
-            grads = parameter_gradient(forward, {**(held or {}), **params}, copies[epoch, part],
-                                       per_epoch[epoch, part], keys)
-            params = {k: params[k] - recipe.lr * (grads[k] + recipe.mu * (params[k] - anchor[k]))
-                      for k in keys}
-    return params
+    steps = [(epoch, part) for epoch in range(recipe.epochs)
+             for part in batch_slices(copies.shape[1], recipe.batch_size)]
+
+    def run(chunk: list[tuple[int, slice]], params: State, extra: Mapping[str, torch.Tensor],
+            images: torch.Tensor = copies, targets: torch.Tensor = per_epoch) -> State:
+        for epoch, part in chunk:
+            grads = parameter_gradient(forward, {**extra, **params}, images[epoch, part], targets[epoch, part], keys)
+            params = {k: params[k] - recipe.lr * (grads[k] + recipe.mu * (params[k] - anchor[k])) for k in keys}
+        return params
+
+    if recipe.segment is None or recipe.segment >= len(steps):
+        return run(steps, params, held or {})
+    extra_keys = list(held or {})
+
+    def segment(chunk: list[tuple[int, slice]], images: torch.Tensor, targets: torch.Tensor,
+                *flat: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        with torch.enable_grad():  # the client's own gradients, inside a forward run without a graph
+            start = {k: v if v.requires_grad else v.detach().requires_grad_(True) for k, v in zip(keys, flat)}
+            done = run(chunk, start, dict(zip(extra_keys, flat[len(keys):])), images, targets)
+        return tuple(done[k] for k in keys)
+
+    # Reentrant checkpointing (the non-reentrant kind keeps the inner gradients' graphs): every
+    # tensor a gradient flows to is an explicit input, and the caller backpropagates with
+    # `.backward()` (torch refuses `autograd.grad` through it).
+    flat = tuple(params[k] for k in keys)
+    extras = tuple((held or {})[k] for k in extra_keys)
+    for i in range(0, len(steps), recipe.segment):
+        flat = checkpoint(segment, steps[i:i + recipe.segment], copies, per_epoch, *flat, *extras,
+                          use_reentrant=True)
+    return dict(zip(keys, flat))

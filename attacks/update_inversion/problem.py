@@ -91,9 +91,10 @@ def victim_update(adv: Adversary, adaptive_selection: bool) -> VictimUpdate:
 def local_recipe(target: Target, known: bool) -> tuple[LocalRecipe, dict[str, Any]]:
     """The victim's recipe when the threat model knows it, else fedattack's default, said so.
 
-    A proximal pull is the method's public hyperparameter `mu` (FedProx's name for it), 0 without."""
+    A proximal pull is the one the method declares in its local objective (FedProx's mu), 0 without."""
     recipe = target.recipe if known else Recipe()
-    mu = float(getattr(target.hyper, "mu", 0.0))
+    objective = target.local_objective()
+    mu = objective.proximal if objective is not None else 0.0
     note = {"epochs": recipe.epochs, "batch_size": recipe.batch_size, "lr": recipe.lr, "mu": mu,
             "source": "known" if known else "assumed: fedattack's default recipe (the victim's is not known)"}
     return LocalRecipe(recipe.epochs, recipe.batch_size, recipe.lr, mu), note

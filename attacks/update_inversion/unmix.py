@@ -40,11 +40,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from fedattack.attacks.update_inversion.image_metrics import assignment
 from fedattack.attacks.update_inversion.levels import ZERO, LevelJudge, image_functional, pixel_normalisation
 from fedattack.attacks.update_inversion.objectives import Forward, State
+from fedattack.progress import steps
 
 SAME = 0.98  # cosine above which two solutions are the same image
 RANK_TOL = 1e-5  # singular values below this share of the largest are float32 noise, not images
@@ -175,10 +175,9 @@ class Search:
 
 def solve_pixels(basis: np.ndarray, pixels: np.ndarray, weights: np.ndarray | None,
                  rows: np.ndarray, slack: float) -> dict[int, np.ndarray]:
-    """One linear program per pixel, with a progress bar (hundreds of programs of N variables)."""
-    bar = tqdm(pixels, desc=f"linear programs ({basis.shape[0]} variables)", unit="program", leave=False,
-               mininterval=2.0)
-    return {int(p): x for p in bar if (x := lightest_with(basis, int(p), weights, rows, slack)) is not None}
+    """One linear program per pixel, each a step of the evaluation's progress (hundreds of programs)."""
+    return {int(p): x for p in steps(pixels, f"linear programs ({basis.shape[0]} variables)")
+            if (x := lightest_with(basis, int(p), weights, rows, slack)) is not None}
 
 
 def count_certified(answers: dict[int, np.ndarray], judge: LevelJudge) -> int:

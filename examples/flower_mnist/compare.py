@@ -4,7 +4,7 @@
         --runs runs/fedavg-own runs/fedavg-flower --names fedattack Flower
 
 For every attack and metric: each evaluation's mean over its victims with a 95% bootstrap
-interval over victims (`fedattack.reports.intervals`, the report's own), and the difference
+interval over victims (`fedattack.intervals`, the report's own), and the difference
 paired victim by victim (the same client holds the same data in both). The two agree on a
 metric when that paired interval contains 0. Each victim's own interval over its queries
 (members and non-members resampled separately) is in its result file, `extra.membership.ci`.
@@ -22,7 +22,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # mnist_task, which the runs name
 
-from fedattack.reports.intervals import Interval, difference_interval, mean_interval
+from fedattack.intervals import Interval, difference_interval, mean_interval
 
 METRICS = {"accuracy": "accuracy", "auc": "AUC", "tpr_at_1fpr": "TPR @ 1% FPR"}
 

@@ -49,7 +49,8 @@ def server_app(out: str | Path, overwrite: bool = False, rounds: int = task.ROUN
         train_idx, test_idx = task.partition(root)
         recorder = Recorder(out, model=task.Net, dataset=task.load, clients=train_idx, test_clients=test_idx,
                             epochs=task.EPOCHS, batch_size=task.BATCH, lr=task.LR, seed=task.SEED,
-                            data_root=root or None, source="flower", overwrite=overwrite)
+                            data_root=root or None, source="flower", overwrite=overwrite,
+                            partition="iid")  # fedattack's iid split: reports pair it with fedattack's run
         strategy = RecordingStrategy(FedAvg(fraction_train=1.0, fraction_evaluate=0.0), recorder)
         start = ArrayRecord(task.initial_state(os.environ.get(MIMIC_ENV) == "1"))
         result = strategy.start(grid=grid, initial_arrays=start, num_rounds=rounds)

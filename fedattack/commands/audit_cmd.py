@@ -1,22 +1,26 @@
 """`fedattack audit RUN`: the audited epsilon of a run's federation beside its accountant's.
 
 The audit trains one new run with the spec of RUN plus canaries (a federation trained without
-canaries cannot be audited after the fact) and writes `audit-<level>.json` beside nothing else:
-the run directory itself is never modified.
+canaries cannot be audited after the fact) and writes `RUN.audit-<level>.json` beside RUN and
+nothing else: the run directory itself is never modified, and an existing file at --out is
+replaced only with --overwrite and only when it is an earlier audit. `--plugin` loads the file
+that registered the run's own defence (or method, or model), as `fedattack train` did.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
+from typing import Any
 
 import click
 
-from fedattack.commands.options import data_root_option
+from fedattack.commands.options import Choice, data_root_option, plugin_option
 
 
 @click.command("audit")
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
-@click.option("--level", type=click.Choice(["client", "example"]), default="client", show_default=True,
+@click.option("--level", type=Choice(["client", "example"]), default="client", show_default=True,
               help="Canary clients sending a random direction (Andrew et al. 2024) or mislabelled "
                    "canary images in the clients' data.")
 @click.option("--canaries", type=click.IntRange(min=2), default=100, show_default=True,
@@ -26,23 +30,30 @@ from fedattack.commands.options import data_root_option
 @click.option("--executor", default=None, help="Executor of the canary run. Default: the run's.")
 @data_root_option
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
-              help="JSON file to write. Default: audit-<level>.json beside RUN_DIR.")
+              help="JSON file to write. Default: RUN_DIR.audit-<level>.json beside RUN_DIR.")
+@click.option("--overwrite", is_flag=True,
+              help="Replace --out if it holds an earlier audit (nothing else is replaced).")
+@plugin_option("the run's own defence, method or model (as passed to `fedattack train`)")
 def audit_command(run_dir: str, level: str, canaries: int, confidence: float, executor: str | None,
-                  data_root: str | None, out: str | None) -> None:
+                  data_root: str | None, out: str | None, overwrite: bool, plugins: tuple[str, ...]) -> None:
     """Plant canaries in one training run with RUN_DIR's spec; print the audited epsilon (Steinke,
     Nasr and Jagielski 2023) of the final model and of every round's model beside the claimed one."""
-    from pathlib import Path
-
     from fedattack.atomic import write_json
     from fedattack.audit import AuditSpec, audit_federation
+    from fedattack.federation.claim import PidLock
     from fedattack.federation.rundir import Federation
 
+    path = Path(out) if out else Path(run_dir).resolve().parent / f"{Path(run_dir).name}.audit-{level}.json"
+    claim_file(path, overwrite)  # before the canary run, which takes minutes
     spec = Federation(run_dir, deep_verify=False).spec
+    require_defences(spec)
     if executor:
         spec = dataclasses.replace(spec, executor=executor)
-    result = audit_federation(spec, AuditSpec(level=level, canaries=canaries, confidence=confidence), data_root)
-    path = Path(out) if out else Path(run_dir).resolve().parent / f"{Path(run_dir).name}.audit-{level}.json"
-    write_json(path, result)
+    with PidLock(path.parent / f".{path.name}.lock", f"writing {path}"):
+        result = audit_federation(spec, AuditSpec(level=level, canaries=canaries, confidence=confidence),
+                                  data_root)
+        claim_file(path, overwrite)  # and again: a file may have appeared meanwhile
+        write_json(path, result)
     claim = result["claimed"]
     stated = "no claim" if claim["epsilon"] is None else f"{claim['epsilon']:.3g} ({claim['defence']})"
     for view, v in result["views"].items():
@@ -50,6 +61,38 @@ def audit_command(run_dir: str, level: str, canaries: int, confidence: float, ex
                    f"confidence (delta {v['delta']:g}; {v['correct']}/{v['guesses']} guesses right, "
                    f"m={v['canaries']}, AUC {v['auc']:.2f}); claimed epsilon {stated}")
     click.echo(f"wrote {path} ({result['seconds']:.1f}s)")
+
+
+def require_defences(spec: Any) -> None:
+    """A run trained with a plugin's defence needs that plugin again: say so, naming both."""
+    from fedattack.defences import DEFENCES
+    from fedattack.registry import UserError
+
+    for entry in spec.defences:
+        name = entry.get("name") if isinstance(entry, dict) else None
+        if isinstance(name, str) and name not in DEFENCES:
+            raise UserError(f"the run was trained with the defence {name!r}, which nothing installed registers; "
+                            "pass --plugin FILE, the file `fedattack train --plugin` was given")
+
+
+def claim_file(path: Path, overwrite: bool) -> None:
+    """An existing --out is replaced only with --overwrite, and only if it is an earlier audit."""
+    from fedattack.audit import AUDIT_SCHEMA
+    from fedattack.jsonfile import read_json
+    from fedattack.registry import UserError
+
+    if not path.exists() and not path.is_symlink():
+        return
+    if not overwrite:
+        raise UserError(f"{path} already exists; choose another --out, or pass --overwrite to replace an "
+                        "earlier audit there")
+    try:
+        ours = path.is_file() and not path.is_symlink() and read_json(path, "", "").get("schema") == AUDIT_SCHEMA
+    except (UserError, AttributeError):
+        ours = False
+    if not ours:
+        raise UserError(f"{path} is not a fedattack audit; --overwrite replaces only an earlier audit, so "
+                        "nothing was touched (choose another --out)")
 
 
 COMMAND = audit_command

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
-from collections.abc import Callable, Iterable
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from fedattack.commands.hints import refuse_results_folder
 from fedattack.commands.options import data_root_option, parse_pairs
 from fedattack.evaluation import EvaluationSpec
 from fedattack.jsonfile import read_json
@@ -47,7 +51,8 @@ def attack_help() -> str:
     from fedattack.registry import ATTACKS
 
     parts = [f"{name} ({', '.join(m.title for m in cls.metrics if m.headline)})" for name, cls in ATTACKS.items()]
-    return f"{'; '.join(parts)}; or all (repeatable)."
+    return (f"{'; '.join(parts)}; or all (repeatable). Default: the default audit, per threat model the "
+            "strongest attacks that fit --memory and --time (docs/architecture.md, 'The default audit').")
 
 
 def threat_model_help() -> str:
@@ -61,12 +66,20 @@ def threat_model_help() -> str:
 @click.argument("run_dir", type=click.Path(file_okay=False))
 @click.option("--threat-model", "threat_models", multiple=True, default=("eavesdropper",), show_default=True,
               cls=RegistryHelp, help=threat_model_help)
-@click.option("--attack", "attacks", multiple=True, default=("all",), show_default=True,
+@click.option("--attack", "attacks", multiple=True, default=("default",), show_default=True,
               cls=RegistryHelp, help=attack_help)
 @click.option("--victim", "victims", multiple=True, default=("random:5",), show_default=True,
               help="Client id (repeatable), all, or random:N. Intervals need several victims.")
-@click.option("--reconstruction", default="auto", show_default=True,
-              help="How hidden parts are guessed: auto, all, or strategy names (comma-separated).")
+@click.option("--reconstruction", default="strongest", show_default=True,
+              help="How hidden parts are guessed: strongest (every applicable strategy; the strongest chosen "
+                   "on the other victims, as a 'selected' result), auto (one), all, or strategy names "
+                   "(comma-separated).")
+@click.option("--memory", default=None, metavar="SIZE",
+              help="Most resident memory the evaluation may use, e.g. 8G [default: half the memory available]. "
+                   "Attacks work in chunks to fit it, or are refused before they start.")
+@click.option("--time", "time_limit", default=None, metavar="DURATION",
+              help="Most time the plan may take, e.g. 45m or 2h [default: none for named attacks; 30m for "
+                   "the default audit's choice of attacks].")
 @click.option("--aux-size", type=click.IntRange(min=0), default=None,
               help="Auxiliary samples from the test split [default: 40% of it].")
 @click.option("--eval-size", type=click.IntRange(min=0), default=None,
@@ -99,7 +112,8 @@ def threat_model_help() -> str:
 @data_root_option
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def evaluate_command(run_dir: str, threat_models: tuple[str, ...], attacks: tuple[str, ...],
-                     victims: tuple[str, ...], reconstruction: str, aux_size: int | None,
+                     victims: tuple[str, ...], reconstruction: str, memory: str | None, time_limit: str | None,
+                     aux_size: int | None,
                      eval_size: int | None, max_queries: int, nonmembers: int, options: tuple[str, ...], seed: int,
                      out: str | None, resume: bool, force: bool, executor: str, threads: int,
                      models: tuple[str, ...], datasets: tuple[str, ...], data_root: str | None,
@@ -109,12 +123,18 @@ def evaluate_command(run_dir: str, threat_models: tuple[str, ...], attacks: tupl
                           reconstruction=reconstruction, aux_size=aux_size, eval_size=eval_size,
                           max_queries=max_queries, nonmembers=nonmembers, seed=seed, executor=executor,
                           settings=parse_pairs(options, "--set"))  # its mistakes answer before torch loads
+    from fedattack.resources import parse_duration, parse_size
+
+    memory_bytes = None if memory is None else parse_size(memory, "--memory")
+    seconds = None if time_limit is None else parse_duration(time_limit, "--time")
+    refuse_results_folder(Path(run_dir))  # a results folder: say `report` reads it
     out_dir = Path(out) if out else Path("results") / Path(run_dir).name
     previous = claim_folder(out_dir, resume, force)
     replaced, previous = (previous, []) if force else ([], previous)
     import torch  # here, not at the top: `fedattack --help` must not wait for torch
 
     from fedattack.attacks.evaluate import evaluate_run
+    from fedattack.attacks.planning import budget_of, is_default
     from fedattack.attacks.summary import write_summary
 
     torch.set_num_threads(threads)
@@ -123,8 +143,14 @@ def evaluate_command(run_dir: str, threat_models: tuple[str, ...], attacks: tupl
 
     fed = Federation(run_dir)  # opened (and every file checked) once, for the resume and the attacks
     spec = remaining(spec, fed, previous)
-    written = evaluate_run(fed, spec, out_dir, data_root=data_root, progress=not quiet) if spec.victims else []
+    budget = budget_of(memory_bytes, seconds, is_default(spec))
+    with kept_intact(previous):  # --resume re-runs a victim whole: its results already there stay as they were
+        written = (evaluate_run(fed, spec, out_dir, data_root=data_root, progress=not quiet, budget=budget,
+                                echo=click.echo) if spec.victims else [])
     remove_results(p for p in replaced if p not in written)  # --force: only once the new ones are in
+    if previous and written:  # --resume: the strongest strategy is chosen again over every victim
+        from fedattack.attacks.selection import select_strongest
+        select_strongest(result_files(out_dir), out_dir)
     every = result_files(out_dir)  # the summary covers the whole folder, old results included
     write_summary(out_dir / "summary.json", every)
     print_summary(out_dir / "summary.json")
@@ -162,6 +188,12 @@ def claim_folder(folder: Path, resume: bool, force: bool) -> list[Path]:
     evaluation loses nothing."""
     if resume and force:
         raise UserError("--resume keeps the results in --out, --force replaces them: pass one")
+    from fedattack.federation.claim import writer_of
+
+    other = writer_of(folder.parent / f".{folder.name}.lock")  # checked again under the lock itself
+    if other is not None:
+        raise UserError(f"another fedattack process (pid {other}) is evaluating into {folder}; wait for it "
+                        "or choose another --out")
     summary = folder / "summary.json"
     if summary.exists() and _schema(summary) != SUMMARY_SCHEMA:
         raise UserError(f"{summary} is not a fedattack summary and evaluate writes its summary there; "
@@ -171,6 +203,33 @@ def claim_folder(folder: Path, resume: bool, force: bool) -> list[Path]:
         raise UserError(f"{folder} already holds {len(found)} result(s); pass --resume to add to them "
                         "(victims already evaluated are skipped) or --force to replace them")
     return found
+
+
+@contextlib.contextmanager
+def kept_intact(previous: list[Path]) -> Iterator[None]:
+    """The results (and artifact folders) in `previous` are put back as they were after the block:
+    a victim evaluated again (one of its results was missing or truncated) must not rewrite its
+    other results. Copies wait in a hidden folder beside them, removed afterwards."""
+    if not previous:
+        yield
+        return
+    folder = previous[0].parent
+    aside = Path(tempfile.mkdtemp(prefix=f".{folder.name}.kept-", dir=folder.parent))
+    try:
+        for path in previous:
+            shutil.copy2(path, aside / path.name)
+            if path.with_suffix("").is_dir():
+                shutil.copytree(path.with_suffix(""), aside / path.stem, symlinks=True)
+        yield
+        for path in previous:
+            if path.read_bytes() != (aside / path.name).read_bytes():
+                if path.with_suffix("").is_dir():
+                    shutil.rmtree(path.with_suffix(""))
+                if (aside / path.stem).is_dir():
+                    os.replace(aside / path.stem, path.with_suffix(""))
+                os.replace(aside / path.name, path)
+    finally:
+        shutil.rmtree(aside, ignore_errors=True)
 
 
 def remove_results(paths: Iterable[Path]) -> None:
@@ -186,16 +245,20 @@ def remaining(spec: EvaluationSpec, fed: Federation, previous: list[Path]) -> Ev
     """The spec without the victims whose every (threat model, attack) result is already there."""
     if not previous:
         return spec
+    from fedattack.attacks.default_audit import DEFAULT
     from fedattack.attacks.request import names, parse_victims
     from fedattack.registry import ATTACKS, THREAT_MODELS
 
-    wanted = {(tm, a) for tm in names(spec.threat_models, THREAT_MODELS.names())
-              for a in names(spec.attacks, ATTACKS.names())}
+    threats = names(spec.threat_models, THREAT_MODELS.names())
+    if DEFAULT in spec.attacks:  # the default audit's attacks depend on the budget: a victim is
+        wanted = {(tm, "*") for tm in threats}  # done once every threat model has its results
+    else:
+        wanted = {(tm, a) for tm in threats for a in names(spec.attacks, ATTACKS.names())}
     done: dict[int, set[tuple[str, str]]] = {}
     made: list[object] = []
     for path in previous:
         r = json.loads(path.read_text())
-        done.setdefault(int(r["victim"]), set()).add((r["threat_model"], r["attack"]))
+        done.setdefault(int(r["victim"]), set()).update({(r["threat_model"], r["attack"]), (r["threat_model"], "*")})
         made.append((r.get("extra") or {}).get("software"))
     chosen = parse_victims(spec.victims, fed, spec.seed)
     todo = tuple(str(v) for v in chosen if not wanted <= done.get(v, set()))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import click
 
 from fedattack.catalog import RegistryRef, entries, imported
+from fedattack.commands.options import Choice
 from fedattack.registry import load_plugin_file
 
 SECTIONS = {
@@ -21,12 +22,13 @@ SECTIONS = {
     "models": RegistryRef("fedattack.registry", "MODELS"),
     "executors": RegistryRef("fedattack.federation.executors", "EXECUTORS"),
     "defences": RegistryRef("fedattack.defences.base", "DEFENCES"),
+    "active-threat-models": RegistryRef("fedattack.registry", "ACTIVE"),
     "backends": RegistryRef("fedattack.experiments.backends.base", "BACKENDS"),
 }
 
 
 @click.command("list")
-@click.argument("what", required=False, type=click.Choice(sorted(SECTIONS)))
+@click.argument("what", required=False, type=Choice(sorted(SECTIONS)))
 @click.option("--plugin", "plugins", multiple=True, type=click.Path(dir_okay=False),
               help="A .py file registering plugins, listed beside the built-ins (repeatable).")
 def list_command(what: str | None, plugins: tuple[str, ...]) -> None:

@@ -15,6 +15,7 @@ import click
 
 from fedattack.catalog import RegistryRef, names
 from fedattack.registry import UserError
+from fedattack.suggest import did_you_mean
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -52,13 +53,24 @@ class RegistryName(click.ParamType):
         by_lower = {n.lower(): n for n in known}
         if str(value).lower() in by_lower:
             return by_lower[str(value).lower()]
-        self.fail(f"unknown {self.name} {value!r}; choose one of: {', '.join(known)} "
+        self.fail(f"unknown {self.name} {value!r}{did_you_mean(value, known)}; choose one of: {', '.join(known)} "
                   f"(`fedattack list {self.section}` describes them)", param, ctx)
 
     def shell_complete(self, ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
         from click.shell_completion import CompletionItem
 
         return [CompletionItem(n) for n in names(self.ref) if n.startswith(incomplete)]
+
+
+class Choice(click.Choice):
+    """click's `Choice`, whose refusal also says which choice was probably meant."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            return super().convert(value, param, ctx)
+        except click.BadParameter:
+            allowed = ", ".join(repr(str(c)) for c in self.choices)
+            self.fail(f"{value!r}{did_you_mean(value, self.choices)} is not one of {allowed}", param, ctx)
 
 
 def registry_help(section: str, text: str = "") -> str:
@@ -69,3 +81,19 @@ def data_root_option(func: F) -> F:
     return click.option("--data-root", envvar="FEDATTACK_DATA", type=click.Path(file_okay=False),
                         default=None, show_envvar=True,
                         help="Folder with the datasets (torchvision layout).")(func)
+
+
+def _load_plugin_files(ctx: click.Context, param: click.Parameter, files: tuple[str, ...]) -> tuple[str, ...]:
+    """Eager, so a plugin registers its names before the rest of the command line is read."""
+    from fedattack.registry import load_plugin_file
+
+    for path in files:
+        load_plugin_file(path)
+    return files
+
+
+def plugin_option(what: str) -> Callable[[F], F]:
+    """`--plugin FILE` (repeatable): a user's .py file that registers `what` (a defence, a method, ...)."""
+    return click.option("--plugin", "plugins", multiple=True, type=click.Path(dir_okay=False), is_eager=True,
+                        callback=_load_plugin_files,
+                        help=f"A .py file registering {what} (repeatable; loaded before the other options).")

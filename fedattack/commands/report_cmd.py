@@ -42,10 +42,16 @@ def report_command(results: tuple[str, ...], out: str, papers: tuple[str, ...], 
     path = write_report(list(results), Path(out), papers, title=title, figures=not no_figures, reference=reference,
                         require=named)
     click.echo(f"report: {path}  (self-contained: {path.with_name('report.html')})")
+    from fedattack.commands.hints import unevaluated_hint
+    from fedattack.reports.collect import collect
+
+    inputs = collect(list(results))
+    unevaluated = unevaluated_hint(inputs, Path(out))
+    if unevaluated:
+        click.secho(unevaluated, fg="yellow", err=True)
     if not papers:
-        from fedattack.reports.collect import collect
         from fedattack.reports.compare import relevant
-        hints = relevant(collect(list(results)))
+        hints = relevant(inputs)
         if hints:
             click.echo("the papers have numbers for these results; add " + " ".join(f"--paper {k}" for k in hints)
                        + " to show them beside ours")

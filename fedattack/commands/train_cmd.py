@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from fedattack.commands.options import RegistryName, data_root_option, parse_pairs, registry_help
+from fedattack.commands.options import Choice, RegistryName, data_root_option, parse_pairs, registry_help
 from fedattack.defaults import DEFAULT_DATASET, described
 from fedattack.registry import UserError
 
@@ -52,35 +52,42 @@ class NameOrImportPath(RegistryName):
 @click.option("--batch-size", type=click.IntRange(min=1), default=10, show_default=True)
 @click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=None,
               help=f"SGD learning rate. Default: per dataset ({described('lr')}).")
-@click.option("--normalize", type=click.Choice(["dataset", "none"]), default="dataset", show_default=True,
+@click.option("--normalize", type=Choice(["dataset", "none"]), default="dataset", show_default=True,
               help="Inputs by the training split's per-channel mean/std inside the model, or none (raw pixels).")
 @click.option("--set", "hyper", multiple=True, metavar="KEY=VALUE", help="Method hyperparameter, e.g. mu=1.0.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--record", default="auto", show_default=True,
               help="Which rounds of the wire to keep: auto, all, none, final-per-client, last:K, every:K.")
 @click.option("--eval-every", type=click.IntRange(min=1), default=1, show_default=True)
-@click.option("--executor", default="sequential", show_default=True)
+@click.option("--executor", default="batched", show_default=True,
+              help="how clients train: batched (all sampled clients at once, the default), sequential (one "
+                   "at a time, the reference), batched-native (batched, WAFFLe's step compiled; needs gcc)")
 @click.option("--device", default="cpu", show_default=True)
 @click.option("--out", type=click.Path(file_okay=False), default=None, help="Run directory to write.")
 @click.option("--overwrite", is_flag=True, help="Replace --out if it exists.")
 @click.option("--defence", "defences", multiple=True, metavar="NAME[:KEY=VALUE,...]",
               help="Wrap the method in a defence, e.g. clip-uplink:max_norm=0.5 (repeatable, innermost first).")
+@click.option("--active", "active", default=None, metavar="NAME[:KEY=VALUE,...]",
+              help="A server that acts: what it sends instead of the method's broadcast, e.g. "
+                   "imprint:rounds=1-3 (see `fedattack list active-threat-models`).")
 @click.option("--plugin", "plugins", multiple=True, type=click.Path(dir_okay=False), is_eager=True,
               callback=load_plugins, expose_value=False,
-              help="A .py file registering a method, defence, model, dataset or partition (repeatable).")
+              help="A .py file registering a method, defence, model, dataset, partition or active threat "
+                   "model (repeatable).")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def train_command(method: str, dataset: str, data_root: str | None, download: bool, partition: str,
                   partition_opts: tuple[str, ...], clients: int | None, model: str | None, rounds: int,
                   fraction: float | None, epochs: int, batch_size: int, lr: float | None, hyper: tuple[str, ...],
                   seed: int, record: str, eval_every: int, executor: str, device: str,
                   out: str | None, overwrite: bool, defences: tuple[str, ...], quiet: bool,
-                  normalize: str = "dataset") -> None:
+                  normalize: str = "dataset", active: str | None = None) -> None:
     """Train a federation and save its wire, private states and utility to a run directory."""
     settings, partition_options = parse_pairs(hyper, "--set"), parse_pairs(partition_opts, "--partition-opt")
     if device != "cpu" and not device.startswith("cuda"):
         raise UserError(f"unknown device {device!r}; use cpu or cuda[:N]")
     # only now torch: the mistakes above are reported at once
     from fedattack.defences import parse_defence
+    from fedattack.federation.active import parse_active
     from fedattack.federation.rundir import Federation
     from fedattack.federation.spec import FederationSpec
     from fedattack.federation.train import train_federation
@@ -92,19 +99,25 @@ def train_command(method: str, dataset: str, data_root: str | None, download: bo
         dataset, method=method, hyper=settings, partition=partition, partition_options=partition_options,
         num_clients=clients, model=model, rounds=rounds, fraction=fraction, epochs=epochs, batch_size=batch_size,
         lr=lr, seed=seed, record=record, eval_every=eval_every, executor=executor,
-        defences=tuple(parse_defence(d) for d in defences), normalize=normalize)
+        defences=tuple(parse_defence(d) for d in defences), normalize=normalize,
+        active=None if active is None else parse_active(active))
     TARGETS.get(method).make_hyper(spec.hyper)  # refuse bad settings before loading any data
     out = out or f"runs/{method}-{dataset}-{partition}-s{seed}"
     path = train_federation(spec, out, data_root, download, overwrite, device, progress=not quiet)
     fed = Federation(path, deep_verify=False)
-    u = fed.manifest["utility"]
-    extra = "".join(f", {k} {u[k]:.2f}" for k in ("majority", "minority", "gap") if k in u)
-    click.echo(f"{path}: mean local test accuracy {u['mean']:.2f}%{extra} "
+    from fedattack.metrics import describe_utility
+
+    utility = describe_utility(fed.manifest["utility"], fed.num_clients)
+    click.echo(f"{path}: {utility} "
                f"({fed.manifest['seconds']:.1f}s, wire {fed.manifest['recording']['bytes_on_wire'] / 2**20:.1f} MiB, "
                f"recorded: {fed.manifest['recording']['policy']})")
     if fed.manifest.get("diverged"):
         click.secho(f"warning: the federation diverged: {', '.join(fed.manifest['diverged'][:3])} hold NaN "
                     "or infinite values (lower --lr); attacks on it are refused", fg="yellow", bold=True, err=True)
+    acted = fed.manifest.get("active_adversary")
+    if acted is not None:
+        when = ", ".join(f"round {a['round']} (client {a['victim']})" for a in acted["acted"]) or "no round"
+        click.secho(f"active server {acted['name']} acted in {when}", fg="yellow", err=True)
     for entry in fed.manifest.get("defences", []):
         if "epsilon" in entry.get("accounting", {}):
             a = entry["accounting"]

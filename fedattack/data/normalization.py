@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from fedattack.registry import UserError
+from fedattack.suggest import did_you_mean
 
 MODES = ("dataset", "none")
 CHUNK = 4096  # images per chunk: CIFAR-10 in double at once would take 1.2 GB
@@ -99,4 +100,4 @@ def resolve(mode: str, x_train: torch.Tensor) -> Normalization | None:
 
 def check_mode(mode: str) -> None:
     if mode not in MODES:
-        raise UserError(f"normalize={mode!r}: use one of {', '.join(MODES)}")
+        raise UserError(f"normalize={mode!r}{did_you_mean(mode, MODES)}: use one of {', '.join(MODES)}")

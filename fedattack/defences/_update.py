@@ -1,15 +1,14 @@
-"""The client's update as the defences see it: the uplink relative to the downlink.
+"""Arithmetic the defences share on a client's update (not a defence: no `name`).
 
-Defences bound, noise, mask or compress *what a client changes*, not what the server already
-knows. Without knowing any method, the uplink says that itself: a tensor sent under a name the
-downlink also carries is a model the client trained from that downlink, so its update is
-`up - down` (FedAvg, FedProx, FedPer, APFL, pFedMe, CGAU, WAFFLe); a tensor only the uplink
-carries is an update already, under its method's own name (SCAFFOLD's dy and dc, Ditto's and
-q-FFL's delta, Weight Erosion's g = update / lr, q-FFL's h), and is taken as it is. The update is
-the concatenation of all of them, so a clipping norm bounds everything a client sends beyond
-what it received: the L2 sensitivity that client-level DP needs, whatever the method. The price
-is that the norm is in each method's own units (Weight Erosion's in gradient units, q-FFL's
-scaled by L F^q; see docs/architecture.md). Not a defence (no `name`): shared by them.
+What "the update" is, the wrapped method declares (`Target.uplink_update` and its inverse
+`with_uplink_update`; a defence reaches them as `Defence.update_of` and `Defence.with_update`):
+by default the uplink relative to the downlink, read from the names (`fedattack.wire.
+update_by_names`), and for a method with an encoding of its own (an int8-quantised uplink) its
+decoded update, so a clip or noise always acts on what the client changed, never on scales or
+codes. The update is all of it together, so a clipping norm bounds everything a client sends
+beyond what it received: the L2 sensitivity that client-level DP needs, whatever the method.
+The price is that the norm is in each method's own units (Weight Erosion's in gradient units,
+q-FFL's scaled by L F^q; see docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -18,19 +17,11 @@ import math
 
 import torch
 
-from fedattack.wire import Payload
+from fedattack.wire import Payload, update_by_names, with_update_by_names
 
-
-def update_of(up: Payload, down: Payload) -> Payload:
-    """Every float tensor of the uplink, minus the downlink's tensor of the same name and shape."""
-    return {n: t - down[n] if _paired(n, t, down) else t
-            for n, t in up.items() if t.is_floating_point()}
-
-
-def with_update(up: Payload, down: Payload, update: Payload) -> Payload:
-    """The uplink that carries `update` (the inverse of `update_of`; other tensors unchanged)."""
-    return {**up, **{n: down[n] + u if _paired(n, up[n], down) else u for n, u in update.items()}}
-
+# The default rule under the names it had here (the audit's canaries and tests read it directly).
+update_of = update_by_names
+with_update = with_update_by_names
 
 def l2_norm(update: Payload) -> float:
     """The L2 norm of all tensors together (in float64, so it is the same however summed)."""
@@ -57,7 +48,3 @@ def summed(tensors: list[torch.Tensor]) -> torch.Tensor:
 def gaussian(like: Payload, std: float, gen: torch.Generator) -> Payload:
     """Independent N(0, std^2) noise shaped like `like`, drawn in its (deterministic) name order."""
     return {n: torch.randn(t.shape, generator=gen, dtype=t.dtype) * std for n, t in like.items()}
-
-
-def _paired(name: str, tensor: torch.Tensor, down: Payload) -> bool:
-    return name in down and down[name].shape == tensor.shape

@@ -31,10 +31,10 @@ from typing import Any, ClassVar
 
 import torch
 
-from fedattack.options import build_dataclass
+from fedattack.options import build_dataclass, named_settings
 from fedattack.registry import TARGETS, Registry, UserError
 from fedattack.rng import generator
-from fedattack.target import ClientContext, State, Target, TargetContext
+from fedattack.target import ClientContext, State, Target, TargetContext, WireSchema
 from fedattack.wire import Message, Payload
 
 DEFENCES: Registry[type[Defence]] = Registry("defence", "fedattack.defences")
@@ -62,9 +62,23 @@ class Defence:
     def __init__(self, settings: Any, ctx: TargetContext) -> None:
         self.settings = settings
         self.ctx = ctx
+        self.wraps: Target  # the method it wraps, set by `make_target` before `bind`
 
     def bind(self, target: Target) -> None:
         """Called once with the wrapped method; raise UserError if this defence cannot wrap it."""
+
+    def update_of(self, up: Payload, down: Payload) -> Payload:
+        """The client's update in this uplink, as the wrapped method declares it
+        (`Target.uplink_update`: for most methods the uplink relative to the downlink)."""
+        return self.wraps.uplink_update(down, up)
+
+    def with_update(self, up: Payload, down: Payload, update: Payload) -> Payload:
+        """The uplink carrying `update` instead, in the wrapped method's encoding."""
+        return self.wraps.with_uplink_update(down, up, update)
+
+    def wire(self, schema: WireSchema) -> WireSchema:
+        """The wire schema as this defence leaves it (the dtypes of what it sends instead)."""
+        return schema
 
     def on_uplink(self, up: Payload, down: Payload, ctx: ClientContext) -> Payload:
         return up
@@ -92,7 +106,8 @@ class Defence:
 
 
 class _Defended:
-    """Mixed in before a method's class: its defences run around `seal` and `aggregate`."""
+    """Mixed in before a method's class: its defences run around `seal` and `aggregate`, and
+    each says what it does to the wire schema."""
 
     defences: list[Defence]
     ctx: TargetContext
@@ -104,16 +119,27 @@ class _Defended:
         return up
 
     def aggregate(self, server: State, uplinks: list[Message], rnd: int) -> State:
+        return super().aggregate(server, self.receive(uplinks, rnd), rnd)  # type: ignore[misc]  # the method's own
+
+    def receive(self, uplinks: list[Message], rnd: int) -> list[Message]:
+        """The round's uplinks as the method gets them: every defence's server side, outermost
+        first (under secure aggregation, m messages that all carry the aggregate)."""
         for defence in reversed(self.defences):
             gen = generator(self.ctx.seed, f"defence:{defence.name}:server", rnd)
             uplinks = defence.on_receive(uplinks, rnd, gen)
-        return super().aggregate(server, uplinks, rnd)  # type: ignore[misc]  # the method's own
+        return uplinks
 
     @property
     def uplinks_hidden(self) -> str | None:
         """Why a recorded uplink decodes to nothing (a defence masks it), or None."""
         hiding = [d.name for d in self.defences if d.hides_uplinks]
         return f"{', '.join(hiding)} masks every uplink" if hiding else None
+
+    def wire_schema(self) -> WireSchema:
+        schema = super().wire_schema()  # type: ignore[misc]  # the method's own
+        for defence in self.defences:
+            schema = defence.wire(schema)
+        return schema
 
     def decode(self, down: Payload | None, up: Payload) -> State | None:
         if self.uplinks_hidden:
@@ -126,8 +152,8 @@ class _DefendedTraining(_Defended):
 
     batchable = False
 
-    def private_gradients(self, params: State, consts: State, batch: Any, noise: State,
-                          step: torch.Tensor, ctx: ClientContext) -> list[torch.Tensor | None]:
+    def local_gradients(self, params: State, consts: State, batch: Any, noise: State,
+                        step: torch.Tensor, ctx: ClientContext) -> list[torch.Tensor | None]:
         trainer = next(d for d in self.defences if d.trains_locally)
         return trainer.local_gradients(self, params, consts, batch, noise, step, ctx)  # type: ignore[arg-type]
 
@@ -147,13 +173,14 @@ def make_target(method: str, hyper: Mapping[str, Any], ctx: TargetContext,
     target = wrapped(cls.make_hyper(hyper), ctx)
     target.defences = built
     for defence in built:
+        defence.wraps = target
         defence.bind(target)
     return target
 
 
 def defence_entries(target: Target) -> list[dict[str, Any]]:
     """The manifest's record of a target's defences: name, typed settings, accounting."""
-    return [d.describe() for d in getattr(target, "defences", [])]
+    return [d.describe() for d in target.defences]
 
 
 def build_defence(entry: Mapping[str, Any], ctx: TargetContext) -> Defence:
@@ -176,11 +203,5 @@ def normalise_defence(entry: Mapping[str, Any]) -> dict[str, Any]:
 
 def parse_defence(text: str) -> dict[str, Any]:
     """`clip:max_norm=1.0,norm=l2` -> {"name": "clip", "settings": {"max_norm": "1.0", ...}}."""
-    name, _, rest = text.partition(":")
-    settings: dict[str, Any] = {}
-    for pair in filter(None, (p.strip() for p in rest.split(","))):
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise UserError(f"--defence {text!r}: settings are key=value, e.g. clip:max_norm=1.0")
-        settings[key.strip().replace("-", "_")] = value.strip()
-    return normalise_defence({"name": name.strip(), "settings": settings})
+    name, settings = named_settings(text, "--defence", "clip:max_norm=1.0")
+    return normalise_defence({"name": name, "settings": settings})

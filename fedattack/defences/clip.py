@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fedattack.defences._update import clipped, l2_norm, update_of, with_update
+from fedattack.defences._update import clipped, l2_norm
 from fedattack.defences.base import Defence
 from fedattack.registry import UserError
 from fedattack.target import ClientContext
@@ -37,7 +37,7 @@ class Clip(Defence):
     Settings = ClipSettings
 
     def on_uplink(self, up: Payload, down: Payload, ctx: ClientContext) -> Payload:
-        update = update_of(up, down)
+        update = self.update_of(up, down)
         if not update or l2_norm(update) <= self.settings.max_norm:
             return up  # as it is, bit for bit
-        return with_update(up, down, clipped(update, self.settings.max_norm))
+        return self.with_update(up, down, clipped(update, self.settings.max_norm))

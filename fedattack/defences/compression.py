@@ -17,7 +17,6 @@ from dataclasses import dataclass
 
 import torch
 
-from fedattack.defences._update import update_of, with_update
 from fedattack.defences.base import Defence
 from fedattack.registry import UserError
 from fedattack.target import ClientContext
@@ -45,7 +44,7 @@ class Compression(Defence):
     Settings = CompressionSettings
 
     def on_uplink(self, up: Payload, down: Payload, ctx: ClientContext) -> Payload:
-        update = update_of(up, down)
+        update = self.update_of(up, down)
         if not update:
             return up
         s = self.settings
@@ -56,7 +55,7 @@ class Compression(Defence):
                       for n, t in update.items()}
         if kept is not None:
             update = {n: torch.where(kept[n], t, torch.zeros_like(t)) for n, t in update.items()}
-        return with_update(up, down, update)
+        return self.with_update(up, down, update)
 
 
 def top_k_masks(update: Payload, fraction: float) -> dict[str, torch.Tensor]:

@@ -34,12 +34,11 @@ from fedattack.defences._update import (
     gaussian,
     l2_norm,
     summed,
-    update_of,
-    with_update,
 )
 from fedattack.defences.base import Defence
+from fedattack.options import one_of
 from fedattack.registry import UserError
-from fedattack.target import ClientContext
+from fedattack.target import ClientContext, Target
 from fedattack.wire import Message, Payload
 
 
@@ -55,8 +54,7 @@ class DPSettings:
 
     def __post_init__(self) -> None:
         _accountant.check_gaussian("dp-fedavg", self.clip_norm, self.noise_multiplier, self.delta)
-        if self.noise not in ("server", "client"):
-            raise UserError(f"dp-fedavg noise={self.noise!r}: choose server or client")
+        one_of(self.noise, ("server", "client"), "dp-fedavg noise")
 
 
 class DPFedAvg(Defence):
@@ -66,9 +64,14 @@ class DPFedAvg(Defence):
     Settings = DPSettings
     sums_unweighted = True
 
+    def bind(self, target: Target) -> None:
+        if not target.linear_uplink:
+            raise UserError(f"dp-fedavg averages the uplinks as they are sent, and {target.name}'s uplink is "
+                            "not linear in its update (it declares linear_uplink False); use clip instead")
+
     def on_uplink(self, up: Payload, down: Payload, ctx: ClientContext) -> Payload:
         s = self.settings
-        update = update_of(up, down)
+        update = self.update_of(up, down)
         if not update:
             return up
         if l2_norm(update) > s.clip_norm:
@@ -77,7 +80,7 @@ class DPFedAvg(Defence):
             std = s.noise_multiplier * s.clip_norm / math.sqrt(self.ctx.clients_per_round)
             noise = gaussian(update, std, self.client_generator(ctx))
             update = {n: t + noise[n] for n, t in update.items()}
-        return with_update(up, down, update)
+        return self.with_update(up, down, update)
 
     def on_receive(self, uplinks: list[Message], rnd: int, gen: torch.Generator) -> list[Message]:
         names = [n for n, t in uplinks[0].payload.items() if t.is_floating_point()] if uplinks else []

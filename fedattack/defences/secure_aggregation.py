@@ -17,6 +17,13 @@ noise is calibrated to it), clients send weight 1 and any method is accepted, si
 defence's own `on_receive` already hands the method m equal uplinks. What stays in the clear:
 the sample counts n_k (recorded with each message by the loop) and who took part. Recorded
 uplinks are int64 ring elements: they decode to nothing (`hides_uplinks`).
+The sum itself tells a round's participants about each other, so fewer than `MIN_CLIENTS` (3)
+a round are refused when the method is built: with one client the server decodes that client's
+update exactly (the "sum" is its update), with two each client subtracts its own update from
+the sum and reads the other's. A warning in the manifest was the alternative; refusing was
+chosen because a run labelled secure-aggregation that hides nothing would be reported as
+defended by every table built from it. (With three or more, m - 1 colluding clients still
+learn the last one's update: no protocol that reveals the sum can prevent that.)
 Dropouts do not happen in this simulation, so the protocol's secret sharing is not simulated.
 The masks derive from the run's seed, as everything does; an attack that regenerated them from
 the manifest would be breaking the simulation, not the protocol.
@@ -24,17 +31,18 @@ the manifest would be breaking the simulation, not the protocol.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
 from fedattack.defences.base import Defence
 from fedattack.registry import UserError
 from fedattack.rng import generator
-from fedattack.target import ClientContext, Target
+from fedattack.target import ClientContext, Target, WireSchema
 from fedattack.wire import Message, Payload
 
 RING = 2**62
+MIN_CLIENTS = 3  # the fewest clients a round for which the sum hides each single update
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,16 +65,26 @@ class SecureAggregation(Defence):
     weighted = True
 
     def bind(self, target: Target) -> None:
-        if getattr(target, "defences", [self])[-1] is not self:
+        if (target.defences or [self])[-1] is not self:
             raise UserError("secure-aggregation must be the last (outermost) --defence: what wraps "
                             "it would see masked ring elements")
-        self.weighted = not any(d.sums_unweighted for d in getattr(target, "defences", []))
+        m = target.ctx.clients_per_round
+        if m < MIN_CLIENTS:
+            raise UserError(f"secure-aggregation needs at least {MIN_CLIENTS} clients a round, this federation "
+                            f"samples {m}: with 1 the server reads that client's update in the clear, with 2 "
+                            "each client subtracts its own from the sum and reads the other's; raise "
+                            "--fraction or --clients")
+        self.weighted = not any(d.sums_unweighted for d in target.defences)
         if not self.weighted:
             return  # an inner defence (DP-FedAvg) reduces to the plain sum: clients send weight 1
-        own = next(c for c in type(target).__mro__ if "aggregate" in c.__dict__ and c.__name__ != "_Defended")
-        if own is not Target:
+        if not target.aggregates_weighted_mean:
             raise UserError(f"secure-aggregation cannot wrap {target.name}: its server combines "
                             "individual uplinks (its own aggregate), not their n_k-weighted sum")
+
+    def wire(self, schema: WireSchema) -> WireSchema:
+        """Every floating-point uplink tensor goes out as int64 ring elements."""
+        masked = {n: torch.int64 for n in schema.uplink if schema.dtype("uplink", n).is_floating_point}
+        return replace(schema, dtypes={**schema.dtypes, "uplink": {**schema.dtypes.get("uplink", {}), **masked}})
 
     def on_uplink(self, up: Payload, down: Payload, ctx: ClientContext) -> Payload:
         weight = float(ctx.samples if ctx.samples is not None and self.weighted else 1)

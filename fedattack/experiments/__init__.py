@@ -10,8 +10,10 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
+from fedattack.experiments.grid import MAX_CELLS
 from fedattack.experiments.spec import Experiment, load
 from fedattack.registry import UserError
+from fedattack.suggest import did_you_mean
 
 
 def shipped() -> dict[str, Path]:
@@ -24,16 +26,17 @@ def shipped() -> dict[str, Path]:
     return dict(sorted(found.items()))
 
 
-def resolve(name_or_file: str) -> Experiment:
+def resolve(name_or_file: str, max_cells: int = MAX_CELLS) -> Experiment:
     """A shipped experiment by name, or a user's experiment file by path."""
     path = Path(name_or_file)
     if path.suffix == ".toml" or path.is_file():
-        return load(path)
+        return load(path, max_cells)
     files = shipped()
     if name_or_file not in files:
         known = ", ".join(files) or "none"
-        raise UserError(f"no experiment named {name_or_file!r}; choose one of: {known}, or pass a .toml file")
-    return load(files[name_or_file])
+        raise UserError(f"no experiment named {name_or_file!r}{did_you_mean(name_or_file, files)}; "
+                        f"choose one of: {known}, or pass a .toml file")
+    return load(files[name_or_file], max_cells)
 
 
 __all__ = ["Experiment", "load", "resolve", "shipped"]

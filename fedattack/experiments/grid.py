@@ -21,24 +21,29 @@ names settings and the values each takes; the entry stands for the cartesian pro
 
 Keys are checked here against the entry's format, and a setting given both in the entry and in
 its grid is refused: which one wins would be a guess. Values are checked when the cells become
-specs (`plan`), and an error there names the cell by the grid values the user wrote.
+specs (`plan`), and an error there names the cell by the grid values the user wrote. The cells
+are counted before any is made: a grid of more than `limit` cells (nine axes of ten values are a
+billion) is refused in one line that says how to raise the limit, instead of filling memory.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import math
 from typing import Any
 
 from fedattack.registry import UserError
+from fedattack.suggest import did_you_mean
 
 SINGULAR = {"methods": "method", "seeds": "seed", "partitions": "partition"}
 TABLES = {"hyper", "partition_options", "settings"}  # option tables a dotted key reaches into
 POINT = "grid_point"          # internal entry key: the cell's grid values, for messages
 DEFENCE_SETTINGS = "defence_settings"  # internal entry key: {defence name: {setting: value}}
+MAX_CELLS = 10_000  # cells of one experiment before `--max-cells` must be raised
 
 
-def expand(entry: dict[str, Any], allowed: set[str], where: str) -> list[dict[str, Any]]:
+def expand(entry: dict[str, Any], allowed: set[str], where: str, limit: int = MAX_CELLS) -> list[dict[str, Any]]:
     """The cells of `entry` (itself alone if it has no grid), each with its grid point."""
     grid = entry.get("grid")
     if grid is None:
@@ -46,6 +51,7 @@ def expand(entry: dict[str, Any], allowed: set[str], where: str) -> list[dict[st
     if not isinstance(grid, dict) or not grid:
         raise UserError(f"{where}: grid must be a table of setting = [values], e.g. lr = [0.05, 0.1]")
     axes = [_axis(written, values, entry, allowed, where) for written, values in grid.items()]
+    require_cells(math.prod(len(values) for _, _, values in axes), limit, f"{where}'s grid")
     base = {k: v for k, v in entry.items() if k != "grid"}
     cells = []
     for combo in itertools.product(*(values for _, _, values in axes)):
@@ -55,6 +61,13 @@ def expand(entry: dict[str, Any], allowed: set[str], where: str) -> list[dict[st
         cell[POINT] = ", ".join(f"{written}={_show(v)}" for (written, _, _), v in zip(axes, combo))
         cells.append(cell)
     return cells
+
+
+def require_cells(count: int, limit: int, what: str) -> None:
+    """Refuse `count` cells above `limit`, before any of them exists."""
+    if count > limit:
+        raise UserError(f"{what} has {count:,} cells, more than the limit of {limit:,}; remove values, or "
+                        f"pass --max-cells {count} if you mean it")
 
 
 def _axis(written: str, values: Any, entry: dict[str, Any], allowed: set[str],
@@ -85,7 +98,8 @@ def _path(written: str, allowed: set[str], where: str) -> tuple[str, ...]:
                         f"{_dotted(allowed)}")
     if not rest and (head not in allowed or head in ("grid", "by_method")):
         known = ", ".join(sorted(k.replace("_", "-") for k in allowed - {"grid", "by_method"}))
-        raise UserError(f"{where}: unknown grid key {written!r}; known keys: {known}")
+        raise UserError(f"{where}: unknown grid key {written!r}{did_you_mean(written, known.split(', '))}; "
+                        f"known keys: {known}")
     return (head, *rest)
 
 

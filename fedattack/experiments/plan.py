@@ -4,7 +4,11 @@ Every job (a *cell* of the sweep) is content-addressed: its folder name is a rea
 the short hash of the canonical JSON of its fully resolved spec (`address`), so re-running an
 experiment finds the work it already did, a cell whose spec is unchanged keeps its folder when
 others are added, and editing a setting gives new folders instead of silently reusing outputs
-trained with the old one.
+trained with the old one. Values are addressed as their owner types them (`mu = 1` and
+`mu = 1.0` are one FedProx, `shadows = 1.0` is `shadows = 1`), and a cell that two entries or two
+grid values describe alike is planned once: two folders for one federation, or two workers
+writing one folder, cannot happen. The cells are counted before they are made
+(`Experiment.max_cells`).
 """
 
 from __future__ import annotations
@@ -18,10 +22,11 @@ from typing import Any, TypeVar
 from fedattack.data.partition import parse_options
 from fedattack.defaults import DEFAULT_DATASET
 from fedattack.evaluation import EvaluationSpec
-from fedattack.experiments.grid import DEFENCE_SETTINGS, POINT
+from fedattack.experiments.grid import DEFENCE_SETTINGS, POINT, require_cells
 from fedattack.experiments.spec import Evaluation, Experiment
 from fedattack.federation.spec import FederationSpec
 from fedattack.registry import DATASETS, TARGETS, UserError
+from fedattack.suggest import did_you_mean
 from fedattack.target import Recipe
 
 T = TypeVar("T")
@@ -81,11 +86,13 @@ class Plan:
 def plan(exp: Experiment) -> Plan:
     notes: list[str] = []
     feds: list[FederationJob] = []
+    require_cells(sum(_federations_in(entry) for entry in exp.federations), exp.max_cells, "this experiment")
     for entry in exp.federations:
         for method in _list(entry, "method", "methods"):
             if method not in TARGETS:
                 if not exp.skip_missing_methods:
-                    raise UserError(f"method {method!r} is not installed; choose one of: {', '.join(TARGETS.names())}")
+                    raise UserError(f"method {method!r}{did_you_mean(method, TARGETS.names())} is not installed; "
+                                    f"choose one of: {', '.join(TARGETS.names())}")
                 notes.append(f"skipped method {method!r}: not installed in this fedattack")
                 continue
             merged = {**entry, **entry.get("by_method", {}).get(method, {})}
@@ -94,8 +101,19 @@ def plan(exp: Experiment) -> Plan:
                     spec = _cell_spec(merged, method, partition, seed)
                     feds.append(FederationJob(_ident(spec), spec))
     feds = list({f.ident: f for f in feds}.values())  # the same federation listed twice trains once
+    require_cells(sum(len(ev.seeds) for ev in exp.evaluations for fed in feds if _selects(ev, fed)),
+                  exp.max_cells, "this experiment's [[evaluation]] entries")
     evals = [job for ev in exp.evaluations for fed in feds for job in _eval_jobs(ev, fed)]
+    evals = list({(job.federation.ident, job.ident): job for job in evals}.values())  # likewise
     return Plan(feds, evals, notes)
+
+
+def _federations_in(entry: dict[str, Any]) -> int:
+    """How many federations an entry stands for (methods x partitions x seeds), before making any."""
+    count = len(_list(entry, "method", "methods"))
+    for one, many, default in (("partition", "partitions", "shards"), ("seed", "seeds", 0)):
+        count *= len(_list(entry, one, many, default=default))
+    return count
 
 
 def _cell_spec(entry: dict[str, Any], method: str, partition: Any, seed: Any) -> FederationSpec:
@@ -131,16 +149,16 @@ def defence_stack(entry: dict[str, Any]) -> tuple[dict[str, Any], ...]:
 
 def federation_spec(entry: dict[str, Any], method: str, partition: str, seed: int) -> FederationSpec:
     """The entry's federation; what it leaves out comes from the dataset's defaults, as on the CLI."""
-    hyper = dict(entry.get("hyper", {}))
-    TARGETS.get(method).make_hyper(hyper)  # refuse bad hyperparameters before anything trains
+    hyper = typed(TARGETS.get(method).make_hyper(dict(entry.get("hyper", {}))), entry.get("hyper", {}))
     dataset = user_or_registered("dataset", str(entry.get("dataset", DEFAULT_DATASET)))
-    DATASETS.get(dataset)  # and unknown names and options, before the output folder is made
-    parse_options(partition, dict(entry.get("partition_options", {})))
+    DATASETS.get(dataset)  # unknown names and options are refused before the output folder is made
+    options = typed(parse_options(partition, dict(entry.get("partition_options", {}))),
+                    entry.get("partition_options", {}))
     base = FederationSpec()
     return FederationSpec.for_dataset(
         dataset, method=method, hyper=hyper,
         partition=partition,
-        partition_options=dict(entry.get("partition_options", {})),
+        partition_options=options,
         num_clients=entry.get("clients", base.num_clients),
         model=user_or_registered("model", entry.get("model")),
         rounds=entry.get("rounds", base.rounds), fraction=_float(entry.get("fraction")),
@@ -148,6 +166,12 @@ def federation_spec(entry: dict[str, Any], method: str, partition: str, seed: in
         lr=_float(entry.get("lr")), seed=seed, record=entry.get("record", base.record),
         eval_every=entry.get("eval_every", base.eval_every), executor=entry.get("executor", base.executor),
         normalize=entry.get("normalize", base.normalize), defences=defence_stack(entry))
+
+
+def typed(built: Any, written: dict[str, Any]) -> dict[str, Any]:
+    """The keys the user wrote, with the values their owner's dataclass made of them (mu = 1 is
+    FedProx's float 1.0): equal settings get equal addresses however they were written."""
+    return {k: getattr(built, k) for k in written if hasattr(built, k)}
 
 
 def user_or_registered(kind: str, name: Any) -> Any:
@@ -165,10 +189,12 @@ def _float(value: Any) -> Any:
     return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 
+def _selects(ev: Evaluation, fed: FederationJob) -> bool:
+    return ev.selects(fed.spec.method, fed.spec.dataset, (fed.spec.partition, fed.partition_label))
+
+
 def _eval_jobs(ev: Evaluation, fed: FederationJob) -> list[EvalJob]:
-    if not ev.selects(fed.spec.method, fed.spec.dataset, (fed.spec.partition, fed.partition_label)):
-        return []
-    return [EvalJob(fed, ev, seed) for seed in ev.seeds]
+    return [EvalJob(fed, ev, seed) for seed in ev.seeds] if _selects(ev, fed) else []
 
 
 def _list(entry: dict[str, Any], one: str, many: str, default: Any = None) -> list[Any]:

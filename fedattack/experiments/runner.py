@@ -10,9 +10,16 @@ Output folder:
   report/              report.md, report.html, tables/, figures/
 
 Resuming is deciding what is done by looking at the disk: a run directory whose manifest is
-complete, holds the cell's spec and lists files of the right sizes, or a renamed result folder,
-is done; anything hidden (`.…partial…`, a dead writer's lock) is a leftover of an interruption
-and is removed before its cell runs again. Cells run on a backend (`experiments.backends`):
+complete, holds the cell's spec and whose files match their checksums, or a renamed result
+folder, is done; anything hidden (`.…partial…`, a dead writer's lock) is a leftover of an
+interruption and is removed before its cell runs again. A finished run whose files no longer
+match their checksums (a flipped byte on disk) is moved to `damaged/` and trained again, said
+in one line: reusing it would fail every evaluation of it, on every rerun.
+
+The output folder is a user's: `--out` may not be the current directory or a parent, and an
+existing folder is used only if it is empty or an experiment folder (its `sweep.json` says so),
+so a folder of the user's own that happens to hold an `experiment.toml`, a `sweep.json` or a
+`report/` is refused before anything is written. Cells run on a backend (`experiments.backends`):
 the parent decides and gathers, workers fill cells. The evaluator and the reporter are passed
 in by the caller (the CLI), so this core module imports neither attacks nor reports.
 """
@@ -32,9 +39,9 @@ from fedattack.atomic import staged_dir, write_json, write_text
 from fedattack.experiments.backends import Backend, CellFailed, Outcome, Task, make_backend, run_tasks
 from fedattack.experiments.plan import EvalJob, FederationJob, Plan, canonical, plan
 from fedattack.experiments.spec import Experiment
-from fedattack.federation.claim import PidLock
+from fedattack.federation.claim import PidLock, refuse_dangerous
 from fedattack.federation.spec import FederationSpec
-from fedattack.federation.storage import verify
+from fedattack.federation.storage import read_json, verify
 from fedattack.federation.train import train_federation
 from fedattack.provenance import software
 from fedattack.registry import UserError
@@ -42,6 +49,7 @@ from fedattack.registry import UserError
 Trainer = Callable[..., Path]                                  # train_federation's signature
 Evaluator = Callable[[EvalJob, Path, Path], None]              # (job, run dir, folder to fill)
 Reporter = Callable[[Sequence[Path], Path, Experiment], Path]     # (inputs, out, experiment)
+SWEEP_SCHEMA = "fedattack.sweep/1"
 
 
 @dataclass
@@ -59,11 +67,13 @@ class Summary:
 def run_experiment(exp: Experiment, out: str | Path, *, evaluate: Evaluator | None, report: Reporter | None,
                    train: Trainer = train_federation, data_root: str | None = None, download: bool = False,
                    echo: Callable[[str], None] = print, progress: bool = True,
-                   backend: Backend | None = None) -> Summary:
+                   backend: Backend | None = None, plugins: Sequence[str] = ()) -> Summary:
     """`backend` (default: sequential, in this process) runs the cells; `train` and `evaluate`
-    must then be picklable (module-level functions or instances of module-level classes)."""
+    must then be picklable (module-level functions or instances of module-level classes).
+    `plugins`: plugin files (absolute paths) every worker loads before its first cell."""
     started = time.perf_counter()
     out = Path(out)
+    check_out(out)
     jobs = plan(exp)
     backend = backend or make_backend("sequential")
     summary = Summary(notes=list(jobs.notes))
@@ -74,8 +84,8 @@ def run_experiment(exp: Experiment, out: str | Path, *, evaluate: Evaluator | No
         if jobs.evaluations and evaluate is None:
             raise UserError("this experiment has [[evaluation]] entries but no evaluator is available")
         bars = progress and backend.in_process
-        trains = _train_tasks(jobs, out, train, data_root, download, bars, summary, echo)
-        evals = [] if evaluate is None else _eval_tasks(jobs, out, evaluate, summary, echo)
+        trains = _train_tasks(jobs, out, train, data_root, download, bars, summary, echo, tuple(plugins))
+        evals = [] if evaluate is None else _eval_tasks(jobs, out, evaluate, summary, echo, tuple(plugins))
         try:
             with backend:
                 run_tasks(backend, trains, _counted(summary, "trained", echo))
@@ -101,19 +111,55 @@ def result_dir(out: Path, job: EvalJob) -> Path:
     return out / "results" / job.federation.ident / job.ident
 
 
-def is_complete_run(path: Path, spec: FederationSpec | None = None) -> bool:
+def check_out(out: Path) -> None:
+    """Refuse an output folder that is the current directory, a parent, or a folder of the
+    user's own (non-empty, without an experiment's sweep.json), before anything is written."""
+    refuse_dangerous(out)
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise UserError(f"--out {out} is not a folder; choose a new folder")
+    if out.is_dir() and any(not p.name.startswith(".") for p in out.iterdir()) and not is_experiment_folder(out):
+        raise UserError(f"--out {out} holds files fedattack did not write (no experiment sweep.json); "
+                        "nothing was touched: choose a new or empty folder")
+
+
+def is_experiment_folder(path: Path) -> bool:
+    """Whether `path` holds the sweep index an experiment run writes first (`_record`)."""
+    try:
+        sweep = read_json(path / "sweep.json")
+    except UserError:
+        return False
+    if not isinstance(sweep, dict) or not isinstance(sweep.get("cells"), list):
+        return False
+    if sweep.get("schema") == SWEEP_SCHEMA:
+        return True
+    return all(isinstance(c, dict) and c.get("kind") in ("federation", "evaluation") and "address" in c
+               for c in sweep["cells"])  # written before the schema was: the cells' own shape
+
+
+def is_complete_run(path: Path, spec: FederationSpec | None = None, deep: bool = False) -> bool:
     """A run counts only once its manifest says complete (it is written last, then renamed),
-    holds the spec the cell's address stands for, and every file it lists has its size."""
+    holds the spec the cell's address stands for, and every file it lists has its size (and,
+    `deep`, its checksum)."""
     try:
         manifest = json.loads((path / "federation.json").read_text())
         if manifest.get("complete") is not True:
             return False
         if spec is not None and manifest.get("spec") != json.loads(canonical(spec.to_json())):
             return False
-        verify(path, manifest.get("files", {}), deep=False)
+        verify(path, manifest.get("files", {}), deep=deep)
         return True
     except (OSError, ValueError, AttributeError, TypeError, KeyError, UserError):
         return False
+
+
+def set_aside(out: Path, path: Path, echo: Callable[[str], None]) -> None:
+    """Move a finished run that fails its checksums to `damaged/` (replacing an older copy there)."""
+    aside = out / "damaged" / path.name
+    if aside.exists():
+        shutil.rmtree(aside)
+    aside.parent.mkdir(parents=True, exist_ok=True)
+    path.rename(aside)
+    echo(f"warning: {path} does not match its checksums (damaged on disk); moved to {aside}, training it again")
 
 
 def clear_cell(final: Path) -> None:
@@ -155,24 +201,26 @@ def _made_by_other(record: Path, key: str, summary: Summary) -> str:
 
 
 def _train_tasks(jobs: Plan, out: Path, train: Trainer, data_root: str | None, download: bool, bars: bool,
-                 summary: Summary, echo: Callable[[str], None]) -> list[Task]:
+                 summary: Summary, echo: Callable[[str], None], plugins: tuple[str, ...] = ()) -> list[Task]:
     tasks, total = [], len(jobs.federations)
     for i, fed in enumerate(jobs.federations, 1):
         path = run_dir(out, fed)
         label = (f"[train {i}/{total}] {fed.spec.method} on {fed.spec.dataset} "
                  f"({fed.partition_label}, seed {fed.spec.seed}) {fed.ident}")
-        if is_complete_run(path, fed.spec):
+        if is_complete_run(path, fed.spec, deep=True):
             summary.reused_runs += 1
             echo(f"{label}: done before, reusing {path}{_made_by_other(path / 'federation.json', 'versions', summary)}")
             continue
+        if is_complete_run(path, fed.spec):  # finished, but its bytes changed since
+            set_aside(out, path, echo)
         clear_cell(path)
         work = partial(train_cell, train, fed.spec, path, data_root, download, bars)
-        tasks.append(Task(label, path, work, _imports(fed.spec)))
+        tasks.append(Task(label, path, work, _imports(fed.spec, plugins)))
     return tasks
 
 
 def _eval_tasks(jobs: Plan, out: Path, evaluate: Evaluator, summary: Summary,
-                echo: Callable[[str], None]) -> list[Task]:
+                echo: Callable[[str], None], plugins: tuple[str, ...] = ()) -> list[Task]:
     tasks, total = [], len(jobs.evaluations)
     for i, job in enumerate(jobs.evaluations, 1):
         final = result_dir(out, job)
@@ -185,13 +233,15 @@ def _eval_tasks(jobs: Plan, out: Path, evaluate: Evaluator, summary: Summary,
             continue
         clear_cell(final)
         work = partial(evaluate_cell, evaluate, job, run_dir(out, job.federation), final)
-        tasks.append(Task(label, final, work, _imports(spec)))
+        tasks.append(Task(label, final, work, _imports(spec, plugins)))
     return tasks
 
 
-def _imports(spec: FederationSpec) -> tuple[tuple[str, str], ...]:
-    """User code a worker must register before it can build this spec (an import path)."""
-    return tuple((kind, name) for kind, name in (("model", spec.model), ("dataset", spec.dataset)) if ":" in name)
+def _imports(spec: FederationSpec, plugins: tuple[str, ...] = ()) -> tuple[tuple[str, str], ...]:
+    """User code a worker must register before it can build this spec: the plugin files the
+    command was given, and the import paths the spec names."""
+    paths = tuple((kind, name) for kind, name in (("model", spec.model), ("dataset", spec.dataset)) if ":" in name)
+    return tuple(("plugin", p) for p in plugins) + paths
 
 
 def _counted(summary: Summary, what: str, echo: Callable[[str], None]) -> Callable[[Task, Outcome], None]:
@@ -212,7 +262,7 @@ def _record(exp: Experiment, out: Path, jobs: Plan) -> None:
     """The experiment as run, and the sweep index: every cell's folder, address and spec."""
     out.mkdir(parents=True, exist_ok=True)
     cells = [f.record() for f in jobs.federations] + [j.record() for j in jobs.evaluations]
-    write_json(out / "sweep.json", {"cells": cells})
+    write_json(out / "sweep.json", {"schema": SWEEP_SCHEMA, "cells": cells})
     if exp.source is not None:
         text = exp.source.read_text(encoding="utf-8")
         target = out / "experiment.toml"

@@ -19,7 +19,7 @@ naming it, because a misspelt key that is silently ignored gives a plausible wro
     seeds = [0, 1]                    # or: seed = 0
     dataset = "digits"    model = "digits-mlp"   clients = 20   rounds = 20   fraction = 0.1
     epochs = 5   batch-size = 10   lr = 0.04   record = "auto"   eval-every = 1
-    executor = "sequential"   partition-options = {...}   hyper = {...}
+    executor = "batched"   partition-options = {...}   hyper = {...}   # [default: batched]
     defences = ["clip:max_norm=0.5"]  # as --defence on the CLI (or {name = "clip", settings = {...}})
     [federation.grid]                 # every combination of these values (`fedattack.experiments.grid`)
     lr = [0.05, 0.1]
@@ -29,8 +29,8 @@ naming it, because a misspelt key that is silently ignored gives a plausible wro
     [[evaluation]]                    # attacks on the federations it selects
     methods = ["fedavg"]              # optional filters: methods, datasets, partitions
     threat-models = ["eavesdropper", "oracle"]
-    attacks = ["membership", "inversion"]
-    reconstructions = ["auto"]        # strategy names, or "auto" / "all"
+    attacks = ["membership", "inversion"]  # or "all"; left out: the default audit (the strongest that fit)
+    reconstructions = ["strongest"]   # the default; strategy names, or "auto" / "all"
     victims = [0, 1]                  # client ids, "all" or "random:N"
     aux-size = 200                    # the adversary's auxiliary samples (default: the attack's)
     eval-size = 300                   # samples for the evaluation classifier (inversion)
@@ -55,8 +55,9 @@ from pathlib import Path
 from typing import Any
 
 from fedattack.evaluation import EvaluationSpec
-from fedattack.experiments.grid import POINT, expand
+from fedattack.experiments.grid import MAX_CELLS, POINT, expand
 from fedattack.registry import UserError
+from fedattack.suggest import did_you_mean
 
 TOP_KEYS = {"name", "description", "caveat", "reproduces", "skip_missing_methods", "defaults", "federation",
             "evaluation"}
@@ -67,13 +68,16 @@ EVALUATION_KEYS = {"methods", "datasets", "partitions", "threat_models", "attack
                    "victims", "aux_size", "eval_size", "max_queries", "nonmembers", "seeds",
                    "executor", "settings", "grid"}
 OPAQUE = {"partition_options", "hyper", "settings"}  # option tables passed on to their owner (keys snake_cased)
+TABLES = {"partition_options": "{ classes-per-client = 2 }", "hyper": "{ mu = 0.1 }", "settings": "{ shadows = 3 }",
+          "by_method": "{ fedprox = { lr = 0.05 } }", "grid": "{ lr = [0.05, 0.1] }",
+          "defaults": "{ dataset = \"digits\" }"}  # keys whose value must be a table, with an example
 
 
 @dataclass(frozen=True)
 class Evaluation:
     threat_models: tuple[str, ...]
     attacks: tuple[str, ...]
-    reconstructions: tuple[str, ...] = ("auto",)
+    reconstructions: tuple[str, ...] = ("strongest",)
     victims: tuple[int | str, ...] = (0,)
     aux_size: int | None = None
     eval_size: int | None = None
@@ -115,9 +119,10 @@ class Experiment:
     skip_missing_methods: bool = False
     source: Path | None = None
     caveat: str = ""
+    max_cells: int = MAX_CELLS  # the most cells (federations, evaluations) this experiment may have
 
 
-def load(path: str | Path) -> Experiment:
+def load(path: str | Path, max_cells: int = MAX_CELLS) -> Experiment:
     path = Path(path)
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -127,10 +132,11 @@ def load(path: str | Path) -> Experiment:
         raise UserError(f"{path} is not valid TOML: {exc}") from None
     except RecursionError:  # tomllib recurses per nested array or table
         raise UserError(f"{path} is nested too deeply to be an experiment file") from None
-    return parse(data, default_name=path.stem, source=path)
+    return parse(data, default_name=path.stem, source=path, max_cells=max_cells)
 
 
-def parse(data: dict[str, Any], default_name: str = "experiment", source: Path | None = None) -> Experiment:
+def parse(data: dict[str, Any], default_name: str = "experiment", source: Path | None = None,
+          max_cells: int = MAX_CELLS) -> Experiment:
     where = source.name if source else "experiment"
     top = normalise(data, TOP_KEYS, where)
     defaults = normalise(top.get("defaults", {}), FEDERATION_KEYS, f"{where} [defaults]")
@@ -143,21 +149,21 @@ def parse(data: dict[str, Any], default_name: str = "experiment", source: Path |
         by_method = entry.get("by_method", {})
         entry["by_method"] = {m: normalise(o, FEDERATION_KEYS - {"method", "methods", "by_method", "grid"},
                                            f"{where} [federation.by-method.{m}]") for m, o in by_method.items()}
-        cells = expand(entry, FEDERATION_KEYS, f"{where} [[federation]] #{i + 1}")
+        cells = expand(entry, FEDERATION_KEYS, f"{where} [[federation]] #{i + 1}", max_cells)
         if not all(c.get("method") or c.get("methods") for c in cells):
             raise UserError(f"{where} [[federation]] #{i + 1} names no method; add method = \"fedavg\"")
         entries.extend(cells)
     evals = []
     for i, e in enumerate(_tables(top.get("evaluation", []), "evaluation", where)):
         label = f"{where} [[evaluation]] #{i + 1}"
-        for cell in expand(normalise(e, EVALUATION_KEYS, label), EVALUATION_KEYS, label):
+        for cell in expand(normalise(e, EVALUATION_KEYS, label), EVALUATION_KEYS, label, max_cells):
             point = cell.pop(POINT, None)
             evals.append(_evaluation(cell, f"{where} (grid cell {point})" if point else where))
     return Experiment(name=str(top.get("name", default_name)), description=str(top.get("description", "")),
                       federations=tuple(entries), evaluations=tuple(evals),
                       reproduces=tuple(_strings(top.get("reproduces", []), "reproduces", where)),
                       skip_missing_methods=bool(top.get("skip_missing_methods", False)), source=source,
-                      caveat=str(top.get("caveat", "")))
+                      caveat=str(top.get("caveat", "")), max_cells=max_cells)
 
 
 def normalise(table: Any, allowed: set[str], where: str) -> dict[str, Any]:
@@ -169,11 +175,19 @@ def normalise(table: Any, allowed: set[str], where: str) -> dict[str, Any]:
         name = key.replace("-", "_")
         if name not in allowed:
             known = ", ".join(sorted(k.replace("_", "-") for k in allowed))
-            raise UserError(f"unknown key {key!r} in {where}; known keys: {known}")
-        if name in OPAQUE and isinstance(value, dict):
+            raise UserError(f"unknown key {key!r}{did_you_mean(key, allowed)} in {where}; known keys: {known}")
+        if name in TABLES and not isinstance(value, dict):
+            raise UserError(f"{key} = {_short(value)} in {where} must be a table, e.g. {key} = {TABLES[name]}")
+        if name in OPAQUE:
             value = {k.replace("-", "_"): v for k, v in value.items()}
         out[name] = value
     return out
+
+
+def _short(value: Any) -> str:
+    """A value as the message quotes it: never the whole of a huge one."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _tables(value: Any, name: str, where: str) -> list[dict[str, Any]]:
@@ -199,9 +213,10 @@ def _ints(value: Any, key: str, where: str) -> tuple[int, ...]:
 
 
 def _evaluation(e: dict[str, Any], where: str) -> Evaluation:
-    for key in ("threat_models", "attacks"):
-        if not e.get(key):
-            raise UserError(f"{where} [[evaluation]] needs {key.replace('_', '-')} = [...]")
+    if not e.get("threat_models"):
+        raise UserError(f"{where} [[evaluation]] needs threat-models = [...]")
+    if "attacks" in e and not e["attacks"]:
+        raise UserError(f"{where} [[evaluation]] attacks = [] names nothing; leave it out for the default audit")
     settings = e.get("settings", {})
     if not isinstance(settings, dict) or any(isinstance(v, dict) for v in settings.values()):
         raise UserError(f"{where}: [evaluation.settings] holds key = value attack settings, e.g. shadows = 3")
@@ -225,8 +240,8 @@ def _evaluation(e: dict[str, Any], where: str) -> Evaluation:
             raise UserError(f"{where}: executor must be an executor's name, e.g. \"batched\"")
         EXECUTORS.get(executor)  # an unknown one is refused before anything trains
     ev = Evaluation(threat_models=tuple(_strings(e["threat_models"], "threat-models", where)),
-                    attacks=tuple(_strings(e["attacks"], "attacks", where)),
-                    reconstructions=tuple(_strings(e.get("reconstructions", ["auto"]), "reconstructions", where)),
+                    attacks=tuple(_strings(e.get("attacks", ["default"]), "attacks", where)),
+                    reconstructions=tuple(_strings(e.get("reconstructions", ["strongest"]), "reconstructions", where)),
                     victims=tuple(victims), seeds=_ints(e.get("seeds", [0]), "seeds", where),
                     settings=dict(settings), methods=opt("methods"), datasets=opt("datasets"),
                     partitions=opt("partitions"), executor=executor, **sizes)

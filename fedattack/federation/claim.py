@@ -5,8 +5,9 @@ started at once. Before anything is written, a claim refuses, in one line: an ou
 current directory or one of its parents; an existing output without `--overwrite`; an existing
 output that fedattack did not write (it must be recognised, e.g. by its manifest); and an output
 another live fedattack process is writing (a lock file beside it holds that process's pid; a
-lock left by a dead process is taken over). When the writer finishes, `confirm` refuses to
-replace a folder that appeared at `--out` while it worked.
+lock left by a dead process is taken over). Two writers in one process (two `Recorder`s on one
+folder in a notebook) are refused alike: the process remembers the locks it holds. When the
+writer finishes, `confirm` refuses to replace a folder that appeared at `--out` while it worked.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from fedattack.registry import UserError
+
+_HELD: set[Path] = set()  # lock files this process holds (a second writer here is refused too)
 
 
 class OutputClaim:
@@ -64,6 +67,9 @@ class PidLock:
 
     def acquire(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.resolve() in _HELD:
+            raise UserError(f"this process (pid {os.getpid()}) is already {self.doing}; finish or close that "
+                            "writer first, or choose another --out")
         for _ in range(2):
             try:
                 fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
@@ -76,15 +82,26 @@ class PidLock:
                 continue
             with os.fdopen(fd, "w") as fh:
                 fh.write(str(os.getpid()))
+            _HELD.add(self.path.resolve())
             return
         raise UserError(f"cannot take the lock {self.path} (it keeps reappearing)")
 
     def release(self) -> None:
         try:
+            held = self.path.resolve()
+            if held not in _HELD:
+                return  # not taken (refused), or released already
+            _HELD.discard(held)
             if self.path.read_text().strip() == str(os.getpid()):
                 self.path.unlink()
         except OSError:
             pass
+
+
+def writer_of(lock: Path) -> int | None:
+    """The pid of another live process holding `lock` (a PidLock's file), or None."""
+    other = _pid_in(lock) if lock.exists() else None
+    return other if other is not None and other != os.getpid() and _alive(other) else None
 
 
 def refuse_dangerous(out: Path) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from fedattack.metrics import accuracy
 from fedattack.registry import Registry, UserError
 from fedattack.target import ClientContext, LocalData, State, Target
 from fedattack.training import Trainer, sequential_train
@@ -35,6 +36,10 @@ class Executor(Protocol):
 
     def run(self, target: Target, jobs: list[ClientJob]) -> list[tuple[Payload, State]]: ...
 
+    def evaluate(self, target: Target, deployed: list[State], datas: list[LocalData]) -> list[float]:
+        """Every client's local test accuracy with the model it deploys."""
+        ...
+
 
 EXECUTORS: Registry = Registry("executor", "fedattack.federation.executor_plugins")
 
@@ -53,6 +58,10 @@ class SequentialExecutor:
 
     def run(self, target: Target, jobs: list[ClientJob]) -> list[tuple[Payload, State]]:
         return [sealed(target, j, *target.client_update(j.down, j.private, j.data, j.ctx)) for j in jobs]
+
+    def evaluate(self, target: Target, deployed: list[State], datas: list[LocalData]) -> list[float]:
+        """One client after another, each model on its own test set."""
+        return [accuracy(target.forward(params, data.x_test), data.y_test) for params, data in zip(deployed, datas)]
 
 
 def sealed(target: Target, job: ClientJob, up: Payload, private: State) -> tuple[Payload, State]:

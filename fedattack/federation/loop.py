@@ -1,7 +1,9 @@
 """The round loop: sample clients, send, train locally, receive, aggregate, evaluate.
 
 It, and only it, writes the wire: the payloads `broadcast` returns and the uplinks
-`client_update` returns are recorded as messages, so a method cannot leak by logging.
+`client_update` returns are recorded as messages, so a method cannot leak by logging. An active
+threat model (`fedattack.federation.active`) may replace a round's downlinks, and the model the
+clients train, with its own; what is recorded is then what it actually sent.
 """
 
 from __future__ import annotations
@@ -12,9 +14,9 @@ from dataclasses import dataclass, field
 import torch
 
 from fedattack.data.types import Dataset, Partition
-from fedattack.federation.executors import ClientJob, Executor
+from fedattack.federation.active import ActiveThreatModel, Downlinks
+from fedattack.federation.executors import ClientJob, Executor, SequentialExecutor
 from fedattack.federation.spec import FederationSpec
-from fedattack.metrics import accuracy
 from fedattack.rng import generator, numpy_rng
 from fedattack.target import ClientContext, LocalData, State, Target
 from fedattack.wire import SERVER, Message
@@ -51,10 +53,12 @@ class RoundLoop:
     """Runs a federation round by round, reporting messages to `record`."""
 
     def __init__(self, spec: FederationSpec, target: Target, datas: list[LocalData],
-                 executor: Executor, record: Callable[[Message], None]) -> None:
+                 executor: Executor, record: Callable[[Message], None],
+                 adversary: ActiveThreatModel | None = None) -> None:
         self.spec, self.target, self.datas = spec, target, datas
         self.executor, self.record = executor, record
         self.trainer = executor.trainer
+        self.adversary = adversary
 
     def start(self) -> FederationState:
         server = self.target.init_server(generator(self.spec.seed, "init"))
@@ -64,15 +68,18 @@ class RoundLoop:
 
     def run_round(self, state: FederationState, rnd: int) -> list[int]:
         clients = sample_clients(self.spec, len(self.datas), rnd)
+        sent, acted = self.downlinks(state, rnd, clients)
+        # a round the server changed runs on the reference executor: its model may not be the method's
+        executor = SequentialExecutor() if acted else self.executor
         jobs = []
         for k in clients:
-            down = self.target.broadcast(state.server, k, rnd)
+            down = sent.payloads[k]
             if down:  # an empty payload is nothing on the wire (e.g. `local`)
                 self.record(Message(rnd, SERVER, k, "downlink", down))
-            ctx = ClientContext(rnd, k, self.spec.seed, self.trainer, peers=tuple(clients),
+            ctx = ClientContext(rnd, k, self.spec.seed, executor.trainer, peers=tuple(clients),
                                 samples=self.datas[k].size)
             jobs.append(ClientJob(k, down, state.private[k], self.datas[k], ctx))
-        results = self.executor.run(self.target, jobs)
+        results = executor.run(sent.target, jobs)
         received = []
         for k, (up, priv) in zip(clients, results):
             msg = Message(rnd, k, SERVER, "uplink", up, samples=self.datas[k].size)
@@ -80,22 +87,24 @@ class RoundLoop:
                 self.record(msg)
             received.append(msg)
             state.private[k] = priv
-        state.server = self.target.aggregate(state.server, received, rnd)
+        before = state.server
+        state.server = sent.target.aggregate(state.server, received, rnd)
+        if acted and self.adversary is not None:
+            state.server = self.adversary.after_round(rnd, before, state.server)
         return clients
 
-    def evaluate(self, state: FederationState) -> list[float]:
-        """Every client's local test accuracy on the model it deploys.
+    def downlinks(self, state: FederationState, rnd: int, clients: list[int]) -> tuple[Downlinks, bool]:
+        """The method's broadcast, or what an active adversary sends instead in its rounds (True)."""
+        honest = Downlinks(self.target, {k: self.target.broadcast(state.server, k, rnd) for k in clients})
+        acted = self.adversary.act(rnd, clients, state.server, honest) if self.adversary is not None else None
+        return (honest, False) if acted is None else (acted, True)
 
-        An executor with an `evaluate(target, deployed, datas)` method evaluates all clients
-        at once (the batched one pools clients with alike models); otherwise one by one.
-        """
-        accs: list[float] = []
+    def evaluate(self, state: FederationState, datas: list[LocalData] | None = None) -> list[float]:
+        """Every client's local test accuracy on the model it deploys (on `datas`' test sets
+        where given instead of the clients' own: `fedattack.federation.utility`), as the
+        executor evaluates them (the sequential one client by client, the batched one pooling
+        clients with alike models)."""
+        datas = self.datas if datas is None else datas
         with torch.no_grad():
-            together = getattr(self.executor, "evaluate", None)
-            if together is not None:
-                deployed = [self.target.deployed(state.server, p) for p in state.private]
-                return together(self.target, deployed, self.datas)
-            for k, data in enumerate(self.datas):
-                params = self.target.deployed(state.server, state.private[k])
-                accs.append(accuracy(self.target.forward(params, data.x_test), data.y_test))
-        return accs
+            deployed = [self.target.deployed(state.server, p) for p in state.private]
+            return self.executor.evaluate(self.target, deployed, datas)

@@ -33,7 +33,8 @@ if TYPE_CHECKING:
     from fedattack.federation.transcript_io import TranscriptReader
     from fedattack.target import Target
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the wire schema gives each tensor's dtype besides its shape
+READABLE = (1, 2)
 MANIFEST = "federation.json"
 
 
@@ -104,13 +105,15 @@ class Federation:
             raise UserError(f"{self.path} is not a directory; pass the folder `fedattack train` wrote")
         if self.path.name.startswith(".") and ".partial-" in self.path.name:
             raise UserError(f"{self.path} is an unfinished run (training was interrupted); train it again")
-        self.manifest = read_json(self.path / MANIFEST)
+        self.manifest = read_json(self.path / MANIFEST, trust.MANIFEST_BYTES)
         if not isinstance(self.manifest, dict) or "schema_version" not in self.manifest:
             raise UserError(f"{self.path} is not a fedattack run directory (no schema version)")
         version = self.manifest["schema_version"]
-        if version != SCHEMA_VERSION:
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise trust.refuse(self.path / MANIFEST, f"has the schema version {version!r}, which is not a number")
+        if version not in READABLE:
             raise UserError(f"{self.path} has run-directory schema {version}, this fedattack reads "
-                            f"{SCHEMA_VERSION}; re-train it with this version")
+                            f"{' and '.join(map(str, READABLE))}; re-train it with this version")
         if self.manifest.get("complete") is not True:
             raise UserError(f"{self.path} is incomplete (training did not finish); train it again")
         trust.check_manifest(self.path / MANIFEST, self.manifest)
@@ -118,10 +121,20 @@ class Federation:
         verify(self.path, self.manifest["files"], deep=deep_verify)
         if deep_verify:  # the structural checks too, so a forged run is refused when opened
             self.partition()
-            listed, recorded = len(self.transcript().index), self.manifest["recording"].get("messages")
+            transcript = self.transcript()
+            listed, recorded = len(transcript.index), self.manifest["recording"].get("messages")
             if isinstance(recorded, int) and recorded != listed:
                 raise trust.refuse(self.path / "transcript" / "index.json",
                                    f"lists {listed} messages, the manifest recorded {recorded}")
+            # every round, not only those an attack will read; a run that says it diverged has NaN
+            # weights on purpose, and is never attacked (evaluate refuses it, or records why not)
+            transcript.verify_all(finite=not self.diverged)
+            trust.check_state(self.path / "server.pt", load_tensors(self.path / "server.pt"),
+                              self.manifest["wire_schema"], finite=not self.diverged)
+
+    @property
+    def diverged(self) -> bool:
+        return bool(self.manifest.get("diverged"))
 
     @property
     def spec(self) -> FederationSpec:
@@ -150,9 +163,12 @@ class Federation:
 
     def server_state(self) -> dict[str, torch.Tensor]:
         state = load_tensors(self.path / "server.pt")
-        for name, t in state.items():
-            trust.check_finite(self.path / "server.pt", name, t)
+        trust.check_state(self.path / "server.pt", state, self.manifest["wire_schema"])
         return state
+
+    def check_dataset(self, dataset: Any) -> None:
+        """Refuse, in one line, a dataset other than the one the manifest describes."""
+        trust.check_dataset(self.path / MANIFEST, self.manifest, dataset)
 
     def private_state(self, client: int) -> dict[str, torch.Tensor]:
         self.check_client(client)

@@ -33,9 +33,10 @@ class FederationSpec:
     seed: int = 0
     record: str = "auto"
     eval_every: int = 1
-    executor: str = "sequential"
+    executor: str = "batched"  # the fastest that matches the sequential reference (docs/architecture.md)
     defences: tuple[dict[str, Any], ...] = ()  # {"name", "settings"}: wrappers, innermost first
     normalize: str = "dataset"  # inputs by the training split's mean/std, or "none" (pixels as they are)
+    active: dict[str, Any] | None = None  # {"name", "settings"}: a server that acts (federation.active)
 
     @classmethod
     def for_dataset(cls, dataset: str, *, model: str | None = None, fraction: float | None = None,
@@ -59,6 +60,8 @@ class FederationSpec:
             del out["defences"]
         if self.normalize == "none":  # a spec written before normalisation existed meant none
             del out["normalize"]
+        if self.active is None:  # an honest server keeps the identity specs had before active ones
+            del out["active"]
         return out
 
     @classmethod
@@ -70,6 +73,7 @@ class FederationSpec:
         data["recipe"] = Recipe(**recipe)
         data["defences"] = tuple(data.get("defences", ()))
         data.setdefault("normalize", "none")
+        data.setdefault("executor", "sequential")  # a spec without one was written when that was the default
         return cls(**data)
 
     def __post_init__(self) -> None:
@@ -92,6 +96,8 @@ class FederationSpec:
             raise UserError("recipe must hold epochs, batch_size and lr")
         RecordingPolicy(self.record).validate()
         check_mode(self.normalize)
+        if self.active is not None and not (isinstance(self.active, dict) and isinstance(self.active.get("name"), str)):
+            raise UserError("active must be a table naming an active threat model, e.g. {name = \"imprint\"}")
 
     def clients_per_round(self, num_clients: int) -> int:
         return max(1, min(num_clients, int(round(self.fraction * num_clients))))

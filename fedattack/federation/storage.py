@@ -35,10 +35,10 @@ def write_json(path: Path, data: Any) -> None:
     atomic.write_json(path, data, indent=1)
 
 
-def read_json(path: Path) -> Any:
+def read_json(path: Path, max_bytes: int | None = None) -> Any:
     """A run directory's JSON file (bounded and checked: `fedattack.jsonfile`)."""
     return jsonfile.read_json(path, "is this a fedattack run directory?",
-                              "the run directory is corrupt, train it again")
+                              "the run directory is corrupt, train it again", max_bytes)
 
 
 def sha256(path: Path) -> str:

@@ -14,12 +14,14 @@ from fedattack.data import load_dataset, normalization
 from fedattack.data.partition import make_partition
 from fedattack.data.types import Dataset, Partition
 from fedattack.defences import defence_entries, make_target
+from fedattack.federation.active import ActiveThreatModel, ServerKnowledge, build_active
 from fedattack.federation.executors import make_executor
 from fedattack.federation.loop import FederationState, RoundLoop, client_data
 from fedattack.federation.rundir import RunWriter
 from fedattack.federation.spec import FederationSpec
 from fedattack.federation.storage import write_json
 from fedattack.federation.transcript_io import TranscriptWriter
+from fedattack.federation.utility import final_utility
 from fedattack.interrupts import terminate_as_interrupt
 from fedattack.metrics import utility_summary
 from fedattack.models import count_parameters
@@ -44,7 +46,9 @@ def build_target(spec: FederationSpec, dataset: Dataset, num_clients: int,
 
 def estimate_wire_bytes(target: Target, spec: FederationSpec, num_clients: int) -> int:
     schema = target.wire_schema()
-    per_msg = sum(torch.Size(s).numel() * 4 for s in [*schema.downlink.values(), *schema.uplink.values()])
+    per_msg = sum(torch.Size(s).numel() * schema.dtype(kind, n).itemsize
+                  for kind, shapes in (("downlink", schema.downlink), ("uplink", schema.uplink))
+                  for n, s in shapes.items())
     return per_msg * spec.clients_per_round(num_clients) * spec.rounds
 
 
@@ -69,20 +73,40 @@ def _train_federation(spec: FederationSpec, out: str | Path, data_root: str | No
     with RunWriter(Path(out), overwrite) as writer:
         recorder = TranscriptWriter(writer.tmp / "transcript", policy, spec.rounds)
         datas = [client_data(dataset, partition, k) for k in range(n)]
-        loop = RoundLoop(spec, target, datas, make_executor(spec.executor, device), recorder.add)
+        adversary = active_adversary(spec, target, dataset, n)
+        loop = RoundLoop(spec, target, datas, make_executor(spec.executor, device), recorder.add, adversary)
         state, history = run_rounds(loop, spec, recorder, partition, progress)
         recording = recorder.close()
         writer.write_partition(partition)
         writer.write_states(state.server, state.private)
-        final = utility_summary(history[-1]["accuracy"], partition.groups())
+        final = final_utility(loop, state, history[-1]["accuracy"], dataset, partition, spec.seed)
         write_json(writer.tmp / "metrics.json", {"rounds": history, "final": final})
         manifest = describe(spec, dataset, partition, target, recording, final)
+        if adversary is not None:
+            manifest["active_adversary"] = adversary.record()
+            manifest["wire_schema"] = widened(manifest["wire_schema"], adversary.wire_schema())
         summary = target.summarize(state.server, state.private, partition.groups())
         if summary:
             manifest["method_summary"] = summary
         manifest["diverged"] = nonfinite(state.server)
         manifest["seconds"] = round(time.perf_counter() - started, 3)
         return writer.finish(manifest)
+
+
+def active_adversary(spec: FederationSpec, target: Target, dataset: Dataset,
+                     num_clients: int) -> ActiveThreatModel | None:
+    """The spec's active threat model, holding what a server holds: the public test split."""
+    if spec.active is None:
+        return None
+    knowledge = ServerKnowledge(aux=dataset.x_test, aux_labels=dataset.y_test, num_clients=num_clients, seed=spec.seed,
+                                train_size=int(dataset.y_train.shape[0]), rounds=spec.rounds)
+    return build_active(spec.active, target, knowledge)
+
+
+def widened(schema: dict[str, Any], extra: dict[str, dict[str, tuple[int, ...]]]) -> dict[str, Any]:
+    """The wire schema with the tensors an active server added (what crossed the wire is declared)."""
+    return {kind: {**shapes, **{n: list(s) for n, s in extra.get(kind, {}).items()}}
+            for kind, shapes in schema.items()}
 
 
 def nonfinite(server: dict[str, torch.Tensor]) -> list[str]:
@@ -102,7 +126,9 @@ def run_rounds(loop: RoundLoop, spec: FederationSpec, recorder: TranscriptWriter
         if rnd % spec.eval_every == 0 or rnd == spec.rounds:
             accs = loop.evaluate(state)
             history.append({"round": rnd, "sampled": sampled, "accuracy": accs})
-            bar.set_postfix(acc=f"{utility_summary(accs, partition.groups())['mean']:.2f}")
+            mean = utility_summary(accs, partition.groups()).get("mean")
+            if mean is not None:  # no client holds test images: nothing to show
+                bar.set_postfix(acc=f"{mean:.2f}")
     return state, history
 
 
@@ -122,8 +148,7 @@ def describe(spec: FederationSpec, dataset: Dataset, partition: Partition, targe
         "normalization": (None if target.ctx.normalization is None
                           else target.ctx.normalization.to_json()),
         "defences": defence_entries(target),
-        "wire_schema": {"downlink": {k: list(v) for k, v in schema.downlink.items()},
-                        "uplink": {k: list(v) for k, v in schema.uplink.items()}},
+        "wire_schema": schema.to_json(),
         "recording": recording,
         "utility": final,
         "numerics": numerics(),

@@ -107,16 +107,35 @@ class TranscriptReader:
         for e in wanted:
             if e["file"] not in files:
                 files[e["file"]] = load_tensors(self.folder / e["file"])
-            store = files[e["file"]]
-            payload = {}
-            for tname, info in e["tensors"].items():
-                t = store.get(info["key"])
-                if t is None or list(t.shape) != info["shape"]:
-                    raise UserError(f"{self.folder / e['file']} does not match the transcript index; re-create the run")
-                payload[tname] = t
-            trust.check_payload(f"{self.folder / e['file']}", e["kind"], payload, self.schema)
+            payload = self._payload(e, files[e["file"]])
             msgs.append(Message(e["round"], e["sender"], e["receiver"], e["kind"], payload, e.get("samples")))
         return Transcript(msgs)
+
+    def verify_all(self, finite: bool = True) -> None:
+        """Check every round file as `load` would (tensors only, the index's names and shapes, the
+        wire schema, and `finite` values), one file in memory at a time."""
+        by_file: dict[str, list[dict[str, Any]]] = {}
+        for e in self.index:
+            by_file.setdefault(e["file"], []).append(e)
+        for name, entries in by_file.items():
+            store = load_tensors(self.folder / name)
+            for e in entries:
+                self._payload(e, store, finite=False)
+            if finite:  # each stored tensor once (a broadcast is one tensor for every client)
+                for key, t in store.items():
+                    trust.check_finite(self.folder / name, key, t)
+
+    def _payload(self, e: dict[str, Any], store: dict[str, torch.Tensor],
+                 finite: bool = True) -> dict[str, torch.Tensor]:
+        """One message's tensors from its round file, checked against the index and the schema."""
+        payload = {}
+        for tname, info in e["tensors"].items():
+            t = store.get(info["key"]) if isinstance(info, dict) else None
+            if t is None or list(t.shape) != info.get("shape"):
+                raise UserError(f"{self.folder / e['file']} does not match the transcript index; re-create the run")
+            payload[tname] = t
+        trust.check_payload(f"{self.folder / e['file']}", e["kind"], payload, self.schema, finite)
+        return payload
 
     def clients(self) -> list[int]:
         return sorted({e["receiver"] if e["kind"] == "downlink" else e["sender"] for e in self.index})

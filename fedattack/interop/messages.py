@@ -84,6 +84,9 @@ class WireCheck:
                             f"is {list(shape)}; is it the model you declared?")
         if not t.is_floating_point():
             raise UserError(f"{where}: {name!r} is {t.dtype}, not a floating-point tensor")
+        if not bool(torch.isfinite(t).all()):
+            raise UserError(f"{where}: {name!r} holds NaN or infinite values; no method sends "
+                            "those (the federation diverged: train it with a smaller learning rate)")
         return t.detach().to("cpu", self.dtype).clone()
 
 

@@ -48,6 +48,11 @@ def import_object(path: str, what: str) -> Any:
     except ImportError as exc:
         raise UserError(f"cannot import {module_name!r} for {what} {path} ({exc}); "
                         "is it installed or on PYTHONPATH?") from None
+    except SyntaxError as exc:
+        raise UserError(f"{what} {path}: {module_name} has a syntax error ({Path(exc.filename or '?').name}, "
+                        f"line {exc.lineno}: {exc.msg}); fix the module") from None
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - the user's module: one line, whatever it raised
+        raise UserError(f"{what} {path}: importing {module_name} raised {_said(exc)}; fix the module") from None
     for part in attr.split("."):
         if not hasattr(obj, part):
             raise UserError(f"{module_name} has no {attr!r} for {what} {path}")
@@ -74,17 +79,54 @@ def _required_positional(func: Callable[..., Any]) -> int:
                and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
 
 
+def _said(exc: BaseException) -> str:
+    first = (str(exc).strip().splitlines() or [""])[0][:200]
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+def _call_users(factory: Callable[..., Any], what: str, *args: Any) -> Any:
+    """The user's factory called; whatever it raises is one line naming it (not "a fedattack bug")."""
+    try:
+        return factory(*args)
+    except UserError:
+        raise
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - the user's code: one line, whatever it raised
+        raise UserError(f"{what} raised {_said(exc)}; fix the factory") from None
+
+
 def model_builder(factory: Callable[..., Any], name: str) -> Callable[..., nn.Module]:
-    """A registry builder from a user factory: `factory()` or `factory(input_shape, num_classes)`."""
+    """A registry builder from a user factory: `factory()` or `factory(input_shape, num_classes)`.
+
+    The model is tried once on a zero input: it must give one score per class, or the
+    federation would fail deep inside training (or train a model that cannot be attacked)."""
     takes = _required_positional(factory)
 
     def build(input_shape: tuple[int, int, int], num_classes: int, layers: Any) -> nn.Module:
-        model = factory() if takes == 0 else factory(input_shape, num_classes)
+        args = () if takes == 0 else (input_shape, num_classes)
+        model = _call_users(factory, f"model {name}", *args)
         if not isinstance(model, nn.Module):
             raise UserError(f"model {name} returned {type(model).__name__}, not a torch.nn.Module")
+        check_outputs(model, name, input_shape, num_classes)
         return model
 
     return build
+
+
+def check_outputs(model: nn.Module, name: str, input_shape: tuple[int, int, int], num_classes: int) -> None:
+    """One forward pass on two zero images: (2, num_classes) scores, or a one-line refusal."""
+    was_training = model.training
+    try:
+        model.eval()
+        with torch.no_grad():
+            out = model(torch.zeros((2, *input_shape)))
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - the user's model
+        raise UserError(f"model {name} fails on a batch of {list(input_shape)} images: {_said(exc)}") from None
+    finally:
+        model.train(was_training)
+    if not isinstance(out, torch.Tensor) or tuple(out.shape) != (2, num_classes):
+        got = list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        raise UserError(f"model {name} gives {got} for a batch of 2 images; the dataset has {num_classes} "
+                        f"classes, so it must give [2, {num_classes}] (one score per class)")
 
 
 def dataset_loader(factory: Callable[..., Any], name: str) -> Callable[[Path, bool], Dataset]:
@@ -92,7 +134,7 @@ def dataset_loader(factory: Callable[..., Any], name: str) -> Callable[[Path, bo
     takes = _required_positional(factory)
 
     def load(root: Path, download: bool) -> Dataset:
-        return as_dataset(name, factory() if takes == 0 else factory(root))
+        return as_dataset(name, _call_users(factory, f"dataset {name}", *(() if takes == 0 else (root,))))
 
     return load
 
@@ -147,6 +189,7 @@ def as_dataset(name: str, data: Any) -> Dataset:
     (N, H, W) gains a channel, (N, D) features become (N, 1, 1, D).
     """
     if isinstance(data, Dataset):
+        _finite_images(name, data.x_train, data.x_test)
         return data
     if isinstance(data, (tuple, list)) and len(data) == 4:
         xtr, ytr, xte, yte = (torch.as_tensor(np.asarray(a)) for a in data)
@@ -156,6 +199,7 @@ def as_dataset(name: str, data: Any) -> Dataset:
         raise UserError(f"dataset {name} must give a fedattack Dataset, (x_train, y_train, x_test, "
                         "y_test) or (train, test) torch datasets")
     xtr, xte = _images(name, xtr), _images(name, xte)
+    _finite_images(name, xtr, xte)
     ytr, yte = ytr.to(torch.int64).reshape(-1), yte.to(torch.int64).reshape(-1)
     if len(xtr) != len(ytr) or len(xte) != len(yte) or xtr.shape[1:] != xte.shape[1:] or not len(xte):
         raise UserError(f"dataset {name}: images and labels disagree in number or shape, or no test split")
@@ -163,6 +207,14 @@ def as_dataset(name: str, data: Any) -> Dataset:
         raise UserError(f"dataset {name} has negative labels; use class indices 0..K-1")
     k = int(max(ytr.max(), yte.max())) + 1
     return Dataset(name, xtr, ytr, xte, yte, tuple(str(c) for c in range(k)))
+
+
+def _finite_images(name: str, train: torch.Tensor, test: torch.Tensor) -> None:
+    """NaN or infinite pixels make every loss NaN: refused, naming the split and the count."""
+    for split, x in (("train", train), ("test", test)):
+        if x.is_floating_point() and not bool(torch.isfinite(x).all()):
+            raise UserError(f"dataset {name}'s {split} images hold NaN or infinite pixels "
+                            f"({int((~torch.isfinite(x)).sum())} of {x.numel()}); clean or drop them")
 
 
 def _stack(name: str, part: Any) -> tuple[torch.Tensor, torch.Tensor]:

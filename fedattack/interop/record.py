@@ -6,6 +6,16 @@ the wire. The run directory is staged beside its destination and renamed into pl
 `close`, so `Federation(path)`, `fedattack evaluate` and `fedattack report` read it like a run
 fedattack trained. Every message is checked before anything is kept; a refused message aborts
 the recording and removes the staging folder, so nothing half-written remains.
+
+A recorder refuses what the protocol it claims to record cannot produce: NaN or infinite
+weights in a message, a sample count n_k other than the client's number of training indices (the
+partition is the ground truth of membership, and n_k weighs FedAvg's mean), and, for a method
+whose server sends every client the same model (the contract's default `broadcast`), two
+different downlinks within one round. Two recorders on one folder are refused as two writers.
+When the clients' indices are a fedattack partition (`partition="iid"` and its options, checked
+against `make_partition` with the recorder's seed), the run is recorded under that partition,
+so reports compare it, victim by victim, with fedattack's own runs of the same setting; any
+other split is the partition `recorded`, compared only with runs recorded on it.
 """
 
 from __future__ import annotations
@@ -21,6 +31,7 @@ import numpy as np
 import torch
 
 from fedattack.data import load_dataset
+from fedattack.data.partition import make_partition
 from fedattack.data.types import ClientData, Partition
 from fedattack.federation.rundir import RunWriter
 from fedattack.federation.spec import FederationSpec
@@ -55,13 +66,19 @@ class Recorder:
                  test_clients: Sequence[Indices] | None = None, method: str = "fedavg",
                  hyper: Mapping[str, Any] | None = None, seed: int = 0, model_name: str | None = None,
                  dataset_name: str | None = None, data_root: str | Path | None = None,
-                 overwrite: bool = False, source: str = "pytorch") -> None:
+                 overwrite: bool = False, source: str = "pytorch", partition: str | None = None,
+                 partition_options: Mapping[str, Any] | None = None) -> None:
         model_reg = plugins.register_model(model, model_name)
         data_reg = plugins.register_dataset(dataset, dataset_name)
         self.dataset = load_dataset(data_reg, data_root)
         self.partition = partition_from_indices(clients, test_clients, int(self.dataset.y_train.shape[0]), seed)
+        if partition is not None:
+            self.partition = same_partition(self.partition, partition, dict(partition_options or {}), self.dataset,
+                                            seed)
         self.spec = FederationSpec(method=method, hyper=dict(hyper or {}), dataset=data_reg,
-                                   partition="recorded", num_clients=len(clients), model=model_reg,
+                                   partition=partition or "recorded",
+                                   partition_options=dict(partition_options or {}),
+                                   num_clients=len(clients), model=model_reg,
                                    recipe=Recipe(epochs=epochs, batch_size=batch_size, lr=lr), seed=seed,
                                    record="all", normalize="none")  # the user's model sees the data as given
         self.target = _build_target(self.spec, self.dataset.input_shape, self.dataset.num_classes)
@@ -69,7 +86,7 @@ class Recorder:
                        "user_model": plugins.is_user("model", model_reg),
                        "user_dataset": plugins.is_user("dataset", data_reg)}
         self.check = WireCheck(self.target, self.partition.num_clients)
-        self.writer = RunWriter(Path(out), overwrite)
+        self.writer = RunWriter(Path(out), overwrite)  # claims `out`: a second recorder on it is refused
         # a recorder dropped unclosed (the user's loop crashed outside a `with`) leaves no staging folder
         self._cleanup = weakref.finalize(self, _discard, self.writer)
         self.transcript = TranscriptWriter(self.writer.tmp / "transcript", RecordingPolicy("all"), 0)
@@ -127,6 +144,7 @@ class Recorder:
             if client in self.downed:
                 raise UserError(f"round {rnd}: client {client} already received a downlink this round")
             msg = Message(rnd, SERVER, client, "downlink", self.check.payload("downlink", down, rnd, client))
+            self._same_broadcast(msg)
             self.transcript.add(msg)
             self.downed[client] = msg
         if up is not None:
@@ -135,10 +153,34 @@ class Recorder:
                                 "this round; record the model it started from (downlink=...)")
             if any(m.sender == client for m in self.uplinks):
                 raise UserError(f"round {rnd}: client {client} already sent an uplink this round")
-            n = len(self.partition.clients[client].train) if samples is None else int(samples)
+            n = self._samples(rnd, client, samples)
             msg = Message(rnd, client, SERVER, "uplink", self.check.payload("uplink", up, rnd, client), n)
             self.transcript.add(msg)
             self.uplinks.append(msg)
+
+    def _samples(self, rnd: int, client: int, samples: Any) -> int:
+        """n_k: what the client reports, which must be its number of training indices."""
+        held = len(self.partition.clients[client].train)
+        if samples is None:
+            return held
+        if not isinstance(samples, (int, np.integer)) or isinstance(samples, bool) or samples < 1:
+            raise UserError(f"round {rnd}: client {client} reports samples={samples!r}; a sample count is a "
+                            "positive integer")
+        if int(samples) != held:
+            raise UserError(f"round {rnd}: client {client} reports samples={int(samples)}, but the partition gives it "
+                            f"{held} training samples; declare the indices it trains on (clients=...)")
+        return int(samples)
+
+    def _same_broadcast(self, msg: Message) -> None:
+        """A method whose server sends every client one model cannot send two within a round."""
+        if type(self.target).broadcast is not Target.broadcast or not self.downed:
+            return
+        first = next(iter(self.downed.values()))
+        for name, t in msg.payload.items():
+            if not torch.equal(t, first.payload[name]):
+                raise UserError(f"round {msg.round}: client {msg.receiver}'s downlink differs from client "
+                                f"{first.receiver}'s in {name!r}; {self.spec.method}'s server sends every client "
+                                "the same model, so this is not a recording of it")
 
     def _end_round(self) -> None:
         assert self.round is not None
@@ -238,6 +280,19 @@ def partition_from_indices(clients: Sequence[Indices], tests: Sequence[Indices] 
     spec = {"name": "recorded", "num_clients": len(arrays), "seed": seed, "options": {}}
     return Partition(spec, tuple(ClientData(a, t, "all") for a, t in zip(arrays, test_arrays)),
                      np.flatnonzero(counts == 0).astype(np.int64), {})
+
+
+def same_partition(given: Partition, name: str, options: dict[str, Any], dataset: Any, seed: int) -> Partition:
+    """fedattack's partition `name` when the clients' indices are exactly it; else a one-line refusal."""
+    made = make_partition(name, dataset, given.num_clients, seed, **options)
+    for k, (mine, theirs) in enumerate(zip(given.clients, made.clients)):
+        for part in ("train", "test"):
+            a, b = np.sort(np.asarray(getattr(mine, part))), np.sort(np.asarray(getattr(theirs, part)))
+            if not np.array_equal(a, b):
+                raise UserError(f"client {k}'s {part} indices are not those of fedattack's {name} partition "
+                                f"({given.num_clients} clients, seed {seed}); pass the indices it gives, or "
+                                "leave partition out (the run is then recorded on its own partition)")
+    return made
 
 
 def _build_target(spec: FederationSpec, input_shape: tuple[int, int, int], num_classes: int) -> Target:

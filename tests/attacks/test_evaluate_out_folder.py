@@ -60,7 +60,7 @@ def test_non_empty_out_needs_resume_or_force(fedavg_run: Path, tmp_path: Path, m
     assert evaluate(fedavg_run, out, "--victim", "4", "--force", monkeypatch=monkeypatch) == 0
     assert victims_in_summary(out) == ["membership-eavesdropper-decoded-victim4.json"]
     assert sorted(p.name for p in out.glob("*.json")) == ["membership-eavesdropper-decoded-victim4.json",
-                                                          "summary.json"]
+                                                          "plan.json", "summary.json"]
 
 
 def test_resume_and_force_together_are_refused(fedavg_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

@@ -23,5 +23,6 @@ def test_readme_api_example_runs_as_written(tmp_path: Path, monkeypatch, capsys)
     out = capsys.readouterr().out
     assert re.search(r"fedavg on digits: mean local accuracy \d+\.\d%", out)
     assert out.count("membership / ") == 10  # 5 victims x 2 threat models
-    assert "Membership on digits" in out and "report: " in out
+    assert "- fedavg on digits (shards): risk " in out and "report: " in out  # the verdict: what leaks
+    assert "  - eavesdropper (sees the victim's channel): Membership inference" in out
     assert (tmp_path / "report-api" / "report.html").is_file()

@@ -14,7 +14,6 @@ import torch
 
 from fedattack.data import load_dataset
 from fedattack.data.partition import make_partition
-from fedattack.federation.executor_plugins._mlp_fast import mlp_layers
 from fedattack.federation.executor_plugins._stacked import bulk_draws_match, draw_steps, step_grid
 from fedattack.federation.executor_plugins.batched import BatchedExecutor
 from fedattack.federation.executors import ClientJob, make_executor
@@ -69,7 +68,8 @@ def test_vmap_path_matches_sequential_where_the_mlp_fast_path_would_apply() -> N
     target, _, _, _ = _federate("fedavg", "sequential")
     problem = target.start_local(target.init_server(torch.Generator().manual_seed(0)), {},
                                  client_data(*_setting(), 0))
-    assert mlp_layers(target, problem) == ["fc1", "fc2"]  # so the fast path is what fedavg tests
+    kernel = target.step_kernel(problem)
+    assert kernel is not None and kernel.label == "dense"  # so the kernel is what fedavg tests
     _check_against_sequential("fedavg", fast=False)
 
 
@@ -79,7 +79,8 @@ def test_fedprox_takes_the_mlp_fast_path_with_its_pull() -> None:
     target, _, _, _ = _federate("fedprox", "sequential")
     problem = target.start_local(target.init_server(torch.Generator().manual_seed(0)), {},
                                  client_data(*_setting(), 0))
-    assert mlp_layers(target, problem) == ["fc1", "fc2"] and target.proximal_mu() == 1.0
+    kernel = target.step_kernel(problem)
+    assert kernel is not None and kernel.label == "dense" and target.local_objective().proximal == 1.0
 
 
 @pytest.mark.parametrize("method", ["fedavg", "fedprox"])

@@ -1,4 +1,4 @@
-"""The grouped-convolution step (`_cnn_fast`) trains the zoo's CNNs as the sequential loop does.
+"""The `conv` kernel (`fedattack.kernels.conv`) trains the zoo's CNNs as the sequential loop does.
 
 Models are trained as an attack's reference models are (`ClientJob`s outside a federation) on
 the embedded digits, with uneven data (different step counts and short last batches), and as a
@@ -15,14 +15,12 @@ import torch
 
 from fedattack.data import load_dataset
 from fedattack.data.partition import make_partition
-from fedattack.federation.executor_plugins._cnn_fast import cnn_spec
-from fedattack.federation.executor_plugins._mlp_fast import mlp_layers
-from fedattack.federation.executor_plugins._stacked import TrainRequest, hand_written, train_stacked
+from fedattack.federation.executor_plugins._stacked import TrainRequest, train_stacked
 from fedattack.federation.executors import ClientJob, make_executor
 from fedattack.federation.loop import client_data
 from fedattack.federation.train import build_target
 from fedattack.optim import Adam
-from fedattack.target import ClientContext, LocalData, Recipe, State, Target
+from fedattack.target import ClientContext, LocalData, LocalProblem, Recipe, State, Target
 from fedattack.training import sequential_train
 from fedattack.wire import Message
 from tests.conftest import run_rounds, tiny_spec
@@ -50,6 +48,12 @@ def _requests(target: Target, sizes: tuple[int, ...] = SIZES) -> list[TrainReque
     return reqs
 
 
+def kernel_of(target: Target, problem: LocalProblem) -> str | None:
+    """The name of the kernel the method declares for `problem` (None: the vmap path)."""
+    kernel = target.step_kernel(problem)
+    return None if kernel is None else kernel.label
+
+
 def _close(a: State, b: State) -> None:
     assert a.keys() == b.keys()
     for k in a:
@@ -60,12 +64,12 @@ def _close(a: State, b: State) -> None:
                                            ("fmnist-cnn", "fedprox")])
 def test_grouped_step_equals_vmap_and_the_sequential_loop(model: str, method: str) -> None:
     """fmnist-cnn: two pooled convolutions and one linear layer; lenet5: three linear layers;
-    FedProx: the default loss plus its proximal pull (`_proximal`)."""
+    FedProx: the default loss plus its proximal pull (`fedattack.kernels.proximal`)."""
     target = _target(model, method)
     reqs = _requests(target)
-    assert cnn_spec(target, reqs[0].problem) is not None  # so this tests the grouped step
-    fast = train_stacked(reqs, torch.device("cpu"), fast=True)
-    vmapped = train_stacked(reqs, torch.device("cpu"), fast=False)
+    assert kernel_of(target, reqs[0].problem) == "conv"  # so this tests the grouped step
+    fast = train_stacked(reqs, torch.device("cpu"), target.step_kernel(reqs[0].problem))
+    vmapped = train_stacked(reqs, torch.device("cpu"))
     for r, f, v in zip(reqs, fast, vmapped):
         _close(f, v)
         _close(f, sequential_train(target, r.problem, r.data, r.ctx))
@@ -78,9 +82,10 @@ def test_grouped_step_is_reproducible_and_independent_of_the_group(model: str) -
     other models share its grouped convolution (so neither on the executor's chunks nor on the
     number of torch threads, which sets them)."""
     reqs = _requests(_target(model))
-    once = train_stacked(reqs, torch.device("cpu"))
-    again = train_stacked(reqs, torch.device("cpu"))
-    pair = train_stacked(reqs[1:], torch.device("cpu"))
+    kernel = reqs[0].target.step_kernel(reqs[0].problem)
+    once = train_stacked(reqs, torch.device("cpu"), kernel)
+    again = train_stacked(reqs, torch.device("cpu"), kernel)
+    pair = train_stacked(reqs[1:], torch.device("cpu"), kernel)
     for a, b in zip(once, again):
         assert all(torch.equal(a[k], b[k]) for k in a)
     for a, b in zip(once[1:], pair):
@@ -107,22 +112,21 @@ def test_it_declines_what_it_does_not_compute(monkeypatch: pytest.MonkeyPatch) -
     optimiser, a non-CNN model: not this step."""
     prox = _target("fmnist-cnn", "fedprox")
     problem = _requests(prox)[0].problem
-    assert cnn_spec(prox, problem) is not None
+    assert kernel_of(prox, problem) == "conv"
 
     class Changed(type(prox)):  # type: ignore[misc]
         def local_loss(self, *args, **kwargs):  # type: ignore[no-untyped-def]
             return 2 * super().local_loss(*args, **kwargs)
 
     monkeypatch.setattr(prox, "__class__", Changed)
-    assert cnn_spec(prox, problem) is None and not hand_written(prox, problem)
+    assert kernel_of(prox, problem) is None
     target = _target("fmnist-cnn")
     problem = _requests(target)[0].problem
     monkeypatch.setattr(target, "optimizer", lambda name: Adam())
-    assert cnn_spec(target, problem) is None
+    assert kernel_of(target, problem) is None
     mlp = _target("mnist-mlp")
     problem = _requests(mlp)[0].problem
-    assert cnn_spec(mlp, problem) is None
-    assert mlp_layers(mlp, problem) is not None and hand_written(mlp, problem)  # MLP references
+    assert kernel_of(mlp, problem) == "dense"  # MLP references
 
 
 def _federate(executor: str) -> tuple[State, list[Message]]:

@@ -62,12 +62,22 @@ def test_ctrl_c_during_evaluate_exits_130_and_adds_nothing(fedavg_run: Path, tmp
     code = "import sys; from fedattack.cli import main; sys.argv = ['fedattack', *sys.argv[1:]]; main()"
     proc = subprocess.Popen(
         [sys.executable, "-c", code, "evaluate", str(fedavg_run), "--attack", "membership",
-         "--victim", "all", "--set", "shadows=8", "--out", str(out), "--quiet"],
+         "--victim", "all", "--set", "shadows=32", "--out", str(out), "--quiet"],
         stderr=subprocess.PIPE, text=True)
-    time.sleep(6)
+    _wait_until_staging(tmp_path, proc)  # a fixed sleep raced a fast CPU: the work was done first
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
     assert len(err.strip().splitlines()) == 1 and "interrupted" in err
     assert not out.exists() or not list(out.glob("*.json"))
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging, no lock
+
+
+def _wait_until_staging(folder: Path, proc: subprocess.Popen[str], limit: float = 120.0) -> None:
+    """Wait until the evaluation has begun writing (its hidden staging sibling exists)."""
+    start = time.monotonic()
+    while not [p for p in folder.iterdir() if p.name.startswith(".")]:
+        assert proc.poll() is None, "the evaluation ended before it began staging"
+        assert time.monotonic() - start < limit, "no staging folder appeared"
+        time.sleep(0.05)
+    time.sleep(0.5)

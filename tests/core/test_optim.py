@@ -8,7 +8,6 @@ import torch
 from fedattack import optim
 from fedattack.data import load_dataset
 from fedattack.data.partition import make_partition
-from fedattack.federation.executor_plugins._mlp_fast import mlp_layers
 from fedattack.federation.executors import ClientJob, make_executor
 from fedattack.federation.loop import client_data
 from fedattack.federation.train import build_target
@@ -80,7 +79,7 @@ def test_batched_executor_equals_sequential_for_a_method_with_adam() -> None:
     target, datas = _setting()
     target = _with_adam(target)
     start = target.init_server(torch.Generator().manual_seed(0))
-    assert mlp_layers(target, target.start_local(start, {}, datas[0])) is None  # not plain SGD
+    assert target.step_kernel(target.start_local(start, {}, datas[0])) is None  # not plain SGD
     jobs = [ClientJob(k, start, {}, d, ClientContext(1, k, 3, sequential_train))
             for k, d in enumerate(datas)]
     seq = make_executor("sequential").run(target, jobs)

@@ -37,7 +37,8 @@ def test_json_values_are_checked_too() -> None:
 
 def test_kebab_keys_are_accepted_and_unknown_keys_list_the_known_ones() -> None:
     assert build_dataclass(Example, {"rate": "1"}, "m").rate == 1.0
-    with pytest.raises(UserError, match="method fedprox has no setting 'rte'; valid settings: rate, steps"):
+    with pytest.raises(UserError, match=r"method fedprox has no setting 'rte' \(did you mean 'rate'\?\); "
+                                        "valid settings: rate, steps"):
         build_dataclass(Example, {"rte": "1"}, "method fedprox")
 
 

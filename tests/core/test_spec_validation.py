@@ -57,7 +57,8 @@ def test_an_experiment_file_refuses_them_alike(key: str, value: Any, words: str)
 @pytest.mark.parametrize("args, words", [
     (["--lr", "nan"], "lr=nan"), (["--lr", "inf"], "lr=inf"), (["--seed", "-5"], "seed=-5"),
     (["--record", "sometimes"], "recording policy"), (["--clients", "5000"], "5000 clients"),
-    (["--device", "cuda"], "sequential executor trains on the CPU only"),
+    (["--device", "cuda"], "CUDA is not available"),
+    (["--device", "cuda", "--executor", "sequential"], "sequential executor trains on the CPU only"),
 ])
 def test_the_command_line_refuses_them_in_one_line(args: list[str], words: str, tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch,

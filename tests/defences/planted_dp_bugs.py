@@ -6,12 +6,14 @@ Loaded by tests/defences/test_audit.py through `--plugin`'s loader and forgotten
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from dataclasses import dataclass
 
 import torch
 
 from fedattack.defences._update import clipped, gaussian, l2_norm, update_of, with_update
-from fedattack.defences.dp_fedavg import DPFedAvg
+from fedattack.defences.dp_fedavg import DPFedAvg, DPSettings
 from fedattack.target import ClientContext
 from fedattack.wire import Message, Payload
 
@@ -42,3 +44,25 @@ class ClipAfterNoiseDPFedAvg(DPFedAvg):
         if l2_norm(noisy) > s.clip_norm:
             noisy = clipped(noisy, s.clip_norm)
         return with_update(up, down, noisy)
+
+
+@dataclass(frozen=True, kw_only=True)
+class WeakNoiseSettings(DPSettings):
+    """weakness: how many times too small the server's noise is (the claim keeps sigma's epsilon)."""
+
+    weakness: float = 2.0
+
+
+class WeakNoiseDPFedAvg(DPFedAvg):
+    """Server noise sigma * C / weakness, accounted for as sigma * C: noise k times too small."""
+
+    name = "planted-weak-noise-dp"
+    Settings = WeakNoiseSettings
+
+    def on_receive(self, uplinks: list[Message], rnd: int, gen: torch.Generator) -> list[Message]:
+        claimed = self.settings
+        self.settings = dataclasses.replace(claimed, noise_multiplier=claimed.noise_multiplier / claimed.weakness)
+        try:
+            return super().on_receive(uplinks, rnd, gen)
+        finally:
+            self.settings = claimed

@@ -83,3 +83,30 @@ def test_a_diverging_canary_run_is_refused_in_one_line() -> None:
                      recipe=Recipe(epochs=1, batch_size=16, lr=1e30))
     with pytest.raises(UserError, match="canary run diverged"):
         audit_federation(spec, AuditSpec(level="client", canaries=8))
+
+
+@pytest.mark.usefixtures("isolated_registries")
+@pytest.mark.parametrize(("weakness", "caught"), [(10.0, True), (2.0, False)], ids=["10x-caught", "2x-missed"])
+def test_audit_power(weakness: float, caught: bool) -> None:
+    """docs/defences.md, "What the audit can and cannot detect": with 1,024 canaries the audit
+    catches server noise 10x too small (it claims sigma's 1.48) and misses noise 2x too small,
+    whose true epsilon (3.19) is over twice the claim: one run's bound saturates below it."""
+    load_plugin_file(str(BUGS))
+    dp = {"name": "planted-weak-noise-dp",
+          "settings": {"clip_norm": 0.5, "noise_multiplier": SIGMA, "weakness": weakness}}
+    spec = tiny_spec(num_clients=4, fraction=1.0, rounds=2, seed=0, executor="batched",
+                     recipe=Recipe(epochs=1, batch_size=16, lr=0.1), defences=(dp,))
+    result = audit_federation(spec, AuditSpec(level="client", canaries=1024))
+    claimed = result["claimed"]["epsilon"]
+    best = max(v["epsilon"] for v in result["views"].values())
+    assert (best > claimed) is caught, (best, claimed)
+
+
+def test_one_runs_bound_saturates_below_noise_twice_too_small() -> None:
+    """With the best possible canary scores (each canary's exact Gaussian statistic), the bound
+    for noise 2x too small stays below the claim however many canaries (the table's 0.64)."""
+    mu = math.sqrt(2) / (SIGMA / 2)
+    rng = np.random.default_rng(0)
+    included = rng.random(65536) < 0.5
+    bound = audit(rng.normal(size=65536) + mu * included, included, 1e-5).epsilon
+    assert 0.4 < bound < 1.0  # claimed: 1.48

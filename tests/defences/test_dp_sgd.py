@@ -26,7 +26,7 @@ def _step(clip: float, sigma: float, size: int = 16, step: int = 0):  # type: ig
     batch = Batch(torch.rand(size, 1, 8, 8, generator=gen), torch.randint(0, 10, (size,), generator=gen),
                   torch.full((size,), 1 / size))
     ctx = ClientContext(1, 0, 0, sequential_train)
-    grads = target.private_gradients(params, {}, batch, {}, torch.tensor(step), ctx)  # type: ignore[attr-defined]
+    grads = target.local_gradients(params, {}, batch, {}, torch.tensor(step), ctx)
     return target, params, batch, dict(zip(params, grads))
 
 

@@ -41,7 +41,8 @@ def test_no_recorded_uplink_reveals_a_single_clients_update() -> None:
 
 
 def test_a_method_with_its_own_aggregate_is_refused_in_one_line() -> None:
-    ctx = TargetContext(model="digits-mlp", input_shape=(1, 8, 8), num_classes=10, num_clients=4)
+    ctx = TargetContext(model="digits-mlp", input_shape=(1, 8, 8), num_classes=10, num_clients=4,
+                        clients_per_round=3)
     with pytest.raises(UserError, match="cannot wrap scaffold") as err:
         make_target("scaffold", {}, ctx, SECAGG)
     assert "\n" not in str(err.value)
@@ -65,7 +66,8 @@ def test_around_dp_fedavg_the_masked_sum_is_the_plain_sum_dp_needs(method: str) 
 def test_attacks_see_that_a_masked_wire_decodes_to_nothing() -> None:
     from fedattack.attacks.reconstruction.generic import decodes_whole_model
 
-    ctx = TargetContext(model="digits-mlp", input_shape=(1, 8, 8), num_classes=10, num_clients=4)
+    ctx = TargetContext(model="digits-mlp", input_shape=(1, 8, 8), num_classes=10, num_clients=4,
+                        clients_per_round=3)
     masked = make_target("fedavg", {}, ctx, SECAGG)
     assert decodes_whole_model(masked) == "fedavg under secure-aggregation masks every uplink"
     assert decodes_whole_model(make_target("fedavg", {}, ctx, [{"name": "clip"}])) is None

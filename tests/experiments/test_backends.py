@@ -161,3 +161,77 @@ def test_after_a_failure_no_queued_cell_starts(tmp_path: Path) -> None:
     with pytest.raises(CellFailed, match="a failed: boom"):
         run_tasks(backend, tasks, lambda task, outcome: None)
     assert backend.ran == ["a"]
+
+
+def once_killed_trainer(spec, out, *args):  # type: ignore[no-untyped-def]
+    """Notes each attempt; a first attempt in a spawned worker waits there to be killed, and one in
+    the command's process waits (up to a minute) until the worker has a cell, so that it gets one."""
+    import multiprocessing
+
+    folder = Path(out).parent
+    folder.mkdir(parents=True, exist_ok=True)
+    attempt = len(list(folder.glob(f"attempt-{spec.seed}-*"))) + 1
+    (folder / f"attempt-{spec.seed}-{attempt}-{os.getpid()}").touch()
+    if attempt == 1 and multiprocessing.parent_process() is not None:
+        time.sleep(120)  # the test kills this worker meanwhile
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not any(not p.name.endswith(f"-{os.getpid()}")
+                                                  for p in folder.glob("attempt-*")):
+        time.sleep(0.05)
+    return train_federation(spec, out, progress=False)
+
+
+def test_a_cell_whose_worker_is_killed_runs_again(tmp_path: Path) -> None:
+    """Issue #39: a spawned worker killed with SIGKILL failed the whole sweep (rc 2)."""
+    def kill_the_worker() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            for marker in (tmp_path / "runs").glob("attempt-*-1-*") if (tmp_path / "runs").is_dir() else []:
+                pid = int(marker.name.rsplit("-", 1)[1])
+                if pid != os.getpid():
+                    os.kill(pid, signal.SIGKILL)
+                    return
+            time.sleep(0.05)
+
+    threading.Thread(target=kill_the_worker, daemon=True).start()
+    summary = sweep(tmp_path, "local", once_killed_trainer, workers=2)
+    assert summary.trained == 2
+    attempts = sorted(p.name.rsplit("-", 1)[0] for p in (tmp_path / "runs").glob("attempt-*"))
+    killed = [a for a in attempts if a.endswith("-1") and attempts.count(a[:-1] + "2") == 1]
+    assert len(killed) == 1, attempts  # the killed cell ran a second time, the other once
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir() if not p.name.startswith("attempt-")) == \
+        sorted(p.name for p in (tmp_path / "runs").iterdir() if "-s" in p.name and not p.name.startswith("attempt"))
+    assert not [p for p in (tmp_path / "runs").iterdir() if p.name.startswith(".")]  # nothing staged is left
+
+
+
+PLUGIN = Path(__file__).resolve().parents[1] / "examples" / "clip_defence.py"
+
+
+def plugin_probe(spec, out, *args):  # type: ignore[no-untyped-def]
+    """Says in which process the cell ran and whether the plugin's defence was registered there;
+    waits (up to a minute) until cells have run in two processes, so the spawned worker gets one."""
+    from fedattack.defences import DEFENCES
+
+    Path(out).mkdir(parents=True)
+    seen = {"pid": os.getpid(), "registered": "clip-uplink" in DEFENCES.registered()}
+    (Path(out) / "where.tmp").write_text(json.dumps(seen))
+    os.replace(Path(out) / "where.tmp", Path(out) / "where.json")
+    deadline = time.monotonic() + 60
+    while len({s["pid"] for s in where_cells_ran(Path(out).parent.parent)}) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+@pytest.mark.usefixtures("isolated_registries")
+def test_every_worker_loads_the_plugin_files_the_command_was_given(tmp_path: Path) -> None:
+    """`experiment run --plugin FILE` (issue #39): a cell in a spawned worker finds the plugin's defence."""
+    from fedattack.registry import load_plugin_file
+
+    load_plugin_file(str(PLUGIN))
+    stack = 'defences = ["clip-uplink:max_norm=0.5"]\n'
+    with_plugin = TWO_FEDERATIONS.replace("[federation.grid]", stack + "[federation.grid]")
+    exp = parse(tomllib.loads(with_plugin))
+    run_experiment(exp, tmp_path, evaluate=None, report=None, train=plugin_probe, echo=lambda _: None,
+                   progress=False, backend=make_backend("local", 2), plugins=(str(PLUGIN),))
+    seen = where_cells_ran(tmp_path)
+    assert len({s["pid"] for s in seen}) == 2 and all(s["registered"] for s in seen), seen

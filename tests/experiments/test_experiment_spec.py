@@ -106,7 +106,7 @@ def test_an_evaluation_entry_is_one_evaluation_spec_per_seed() -> None:
     specs = ev.specs()
     assert [s.seed for s in specs] == [3, 4]
     assert all(s.threat_models == ("eavesdropper",) and s.victims == (0, 1) and s.settings == {"shadows": 2}
-               and s.reconstruction == "auto" and s.max_queries == 1000 for s in specs)
+               and s.reconstruction == "strongest" and s.max_queries == 1000 for s in specs)
     job = plan(parse(tomllib.loads(MINIMAL))).evaluations[1]
     assert job.spec == ev.spec(job.seed)
 

@@ -39,5 +39,9 @@ def test_verdict_lines_cover_every_group(tmp_path: Path) -> None:
     (tmp_path / "fake" / "results").rename(first)
     (tmp_path / "results" / "stale-older-version").mkdir()  # not the experiment's: not read
     lines = verdict_lines(tmp_path)
-    assert len(lines) == 4 and all("**" not in line for line in lines)  # 2 attacks x 2 threat models
-    assert any(line.startswith("Membership on digits, eavesdropper") for line in lines)
+    assert all("**" not in line for line in lines)
+    heads = [line for line in lines if " on digits (multimodal): risk " in line]
+    assert [h.split(" ")[0] for h in heads] == ["fedavg", "waffle-ibp"]  # the absolute verdict first
+    assert lines.index(heads[0]) == 0 and lines[1].startswith("  eavesdropper: ")
+    leads = [line for line in lines if line.startswith(("Membership on digits", "Inversion on digits"))]
+    assert len(leads) == 4  # then the comparison: 2 attacks x 2 threat models

@@ -104,6 +104,7 @@ def test_incomplete_run_directory_is_trained_again(tmp_path: Path) -> None:
 
 
 def test_report_reads_only_this_experiments_outputs(tmp_path: Path) -> None:
+    run(tmp_path, Calls())
     (tmp_path / "results" / "stranger").mkdir(parents=True)
     calls = Calls()
     run(tmp_path, calls)

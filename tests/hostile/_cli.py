@@ -22,6 +22,7 @@ import signal
 import subprocess
 import sys
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -118,6 +119,21 @@ def refused(outcome: Outcome, *words: str, code: int = 2) -> str:
     for word in words:
         assert word in line, (word, line)
     return line
+
+
+def api_refused(call: Callable[[], object], described: str, *words: str) -> str:
+    """A public-API call (e.g. `Recorder.record`) refused as a command would be: a `UserError`
+    of one line naming the input, nothing else raised. Logged like a command, as `python: ...`."""
+    from fedattack.registry import UserError
+
+    try:
+        call()
+    except UserError as exc:
+        line = f"error: {exc}"
+    else:
+        raise AssertionError(f"{described} was accepted")
+    log(Outcome(("python:", described), 2, "", line + "\n"))
+    return refused(Outcome(("python:", described), 2, "", line + "\n"), *words)
 
 
 def snapshot(root: Path) -> dict[str, str]:

@@ -38,6 +38,7 @@ def busy(tmp_path_factory: pytest.TempPathFactory, fedavg_run: Path) -> dict[str
         "overwrite": (LONG_TRAIN + ("--out", "run", "--overwrite"), ".run.partial-*", signal.SIGTERM, "run"),
         "resume": (LONG_EVALUATE + ("--out", "results", "--resume"), ".results.partial-*", signal.SIGTERM,
                    "run+result"),
+        "evaluate": (LONG_EVALUATE + ("--out", "results"), ".results.partial-*", signal.SIGTERM, "run"),
     }
     scenes, procs = {}, {}
     for name, (args, _, _, holds) in plans.items():
@@ -73,5 +74,6 @@ SECOND_WRITERS = {
     "train": {"second-train-to-the-same-out": LONG_TRAIN + ("--out", "new-run"),
               "second-train-overwrite-to-the-same-out": LONG_TRAIN + ("--out", "new-run", "--overwrite")},
     "resume": {"second-evaluate-to-the-same-out": LONG_EVALUATE + ("--out", "results", "--resume")},
+    "evaluate": {"second-evaluate-without-resume-to-the-same-out": LONG_EVALUATE + ("--out", "results")},
 }
 

@@ -40,8 +40,15 @@ def entries(log: Path) -> dict[str, list[dict[str, Any]]]:
     return by_test
 
 
-def added_by(module: str) -> str:
-    """The commit that added a test module (with the fixes its inputs needed)."""
+def added_by(module: str, test: str = "") -> str:
+    """The commit that added a test (the first to mention its input's id in its module, with the
+    fixes it needed), else the one that added the module."""
+    ident = test.split("[", 1)[1].rstrip("]") if "[" in test else test
+    if ident:
+        done = subprocess.run(["git", "log", "--reverse", "--format=%h", f"-S{ident}", "--",
+                               f"tests/hostile/{module}"], capture_output=True, text=True, check=False)
+        if done.stdout.split():
+            return done.stdout.split()[0]
     done = subprocess.run(["git", "log", "--diff-filter=A", "--format=%h", "--", f"tests/hostile/{module}"],
                           capture_output=True, text=True, check=False)
     return (done.stdout.split() or ["?"])[-1]
@@ -68,14 +75,15 @@ def table(now_log: Path, now_xml: Path, before_log: Path, before_xml: Path) -> s
         elif before.get(test):
             outcome = "held"
         elif test not in before:
-            outcome = f"fixed by {added_by(test.split('::')[0])} (before: not run against the old code)"
+            outcome = f"fixed by {added_by(*test.split('::'))} (before: not run against the old code)"
         else:
             was = [e for e in logged_before.get(test, []) if "args" in e]
             said = f"exit {was[-1]['code']}: {was[-1]['line'] or '(nothing)'}" if was else "its check failed"
-            outcome = f"fixed by {added_by(test.split('::')[0])} (before: {said[:160]})"
+            outcome = f"fixed by {added_by(*test.split('::'))} (before: {said[:160]})"
         counts["held" if outcome == "held" else outcome.split(" (")[0]] += 1
         counts["inputs"] += 1
-        rows.append(f"| `{cell(test.split('::')[-1])}` | `fedattack {cell(' '.join(last['args']))[:150]}` | "
+        command = " ".join(last["args"]) if last["args"][0] == "python:" else "fedattack " + " ".join(last["args"])
+        rows.append(f"| `{cell(test.split('::')[-1])}` | `{cell(command)[:160]}` | "
                     f"{last['code']} | {cell(last['line'] or '(nothing)')[:220]} | "
                     f"{cell(checks[-1]) if checks else '-'} | {cell(outcome)} |")
     summary = ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))

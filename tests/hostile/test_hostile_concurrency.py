@@ -20,6 +20,7 @@ SECOND = {
     "second-train-to-the-same-out": "train",
     "second-train-overwrite-to-the-same-out": "train",
     "second-evaluate-to-the-same-out": "resume",
+    "second-evaluate-without-resume-to-the-same-out": "evaluate",  # issue #39: it was accepted
 }
 
 

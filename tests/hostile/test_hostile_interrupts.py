@@ -16,6 +16,7 @@ INTERRUPTS = {  # Ctrl-C during a plain evaluate: tests/core/test_interrupts.py
     "sigint-during-train": "train",
     "sigterm-during-train-overwrite-keeps-the-old-run": "overwrite",
     "sigterm-during-evaluate-resume-keeps-old-results": "resume",
+    "sigterm-during-evaluate-leaves-nothing": "evaluate",
 }
 
 

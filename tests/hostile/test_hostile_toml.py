@@ -69,7 +69,9 @@ BAD_FILES: dict[str, tuple[str | bytes, str]] = {
     "evaluation-seeds-words": (evaluation(seeds='["a"]'), "seeds"),
     "evaluation-settings-nested": (evaluation() + "[evaluation.settings.deep]\nx = 1\n", "settings"),
     "evaluation-setting-nan": (evaluation() + "[evaluation.settings]\nshadows = nan\n", "shadows"),
-    "evaluation-without-attacks": (GOOD_FEDERATION + '[[evaluation]]\nthreat-models = ["oracle"]\n', "attacks"),
+    # (an entry without attacks is the default audit, issue 33; an empty list names nothing)
+    "evaluation-empty-attacks": (GOOD_FEDERATION + '[[evaluation]]\nthreat-models = ["oracle"]\nattacks = []\n',
+                                 "attacks"),
     "reproduces-unknown-table": ('reproduces = ["nosuch:table9"]\n' + GOOD_FEDERATION, "nosuch:table9"),
     "reproduces-not-strings": ("reproduces = [1]\n" + GOOD_FEDERATION, "reproduces"),
 }

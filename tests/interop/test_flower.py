@@ -131,14 +131,16 @@ def test_the_wrapper_names_positional_arrays_and_refuses_an_unnamed_client(tmp_p
         return wrapped, inner
 
     wrapped, inner = strategy(tmp_path / "ok")
-    replies = [reply(12, {"num-examples": 5, "partition-id": 1}), reply(11, {"num-examples": 7, "partition-id": 0})]
+    sizes = [len(p) for p in partition(2)]  # n_k must be what the partition gives each client
+    replies = [reply(12, {"num-examples": sizes[1], "partition-id": 1}),
+               reply(11, {"num-examples": sizes[0], "partition-id": 0})]
     wrapped.aggregate_train(1, replies)  # type: ignore[arg-type]
     assert inner.aggregated == replies  # the wrapped strategy aggregates what it would have
     wrapped.configure_train(2, ArrayRecord(Net().state_dict()), ConfigRecord(), None)  # type: ignore[arg-type]
     wrapped.aggregate_train(2, replies[1:])  # type: ignore[arg-type]  # node 12 (client 1) drops out
     fed = Federation(wrapped.recorder.close())
     assert sorted((m.round, m.client, m.samples) for m in fed.transcript().load(kind="uplink")) == [
-        (1, 0, 7), (1, 1, 5), (2, 0, 7)]
+        (1, 0, sizes[0]), (1, 1, sizes[1]), (2, 0, sizes[0])]
     assert sorted((m.round, m.client) for m in fed.transcript().load(kind="downlink")) == [
         (1, 0), (1, 1), (2, 0), (2, 1)]
 

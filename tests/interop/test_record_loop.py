@@ -126,6 +126,21 @@ def test_the_recorded_loop_is_attacked(recorded: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.usefixtures("isolated_registries")
+def test_the_recorded_loop_gets_the_default_audit(recorded: Path, tmp_path: Path) -> None:
+    """Issue 33: a recorded federation is planned and audited as fedattack's own (the user's model probed)."""
+    fast = {"shadows": 1, "classifier": "logreg", "references": 2, "population": 50, "steps": 20, "max_rounds": 2,
+            "programs": 20, "iterations": 2}
+    spec = EvaluationSpec(threat_models=("eavesdropper", "server"), victims=(0,), settings=fast)
+    written = evaluate_run(recorded, spec, tmp_path, progress=False)
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    chosen = {(c["threat_model"], c["attack"]) for c in plan["calls"]}
+    assert {("eavesdropper", "rmia"), ("server", "rmia"), ("server", "fedmia"), ("eavesdropper", "membership"),
+            ("eavesdropper", "inversion")} <= chosen
+    assert all(c["measured_seconds"] > 0 for c in plan["calls"])
+    assert all(json.loads(p.read_text())["applicable"] for p in written if "rmia" in p.name or "membership" in p.name)
+
+
+@pytest.mark.usefixtures("isolated_registries")
 def test_a_run_on_a_user_model_names_what_evaluate_needs(recorded: Path) -> None:
     manifest = Federation(recorded).manifest
     MODELS.restore({n: b for n, b in MODELS.snapshot().items() if n != f"{__name__}:Net"})

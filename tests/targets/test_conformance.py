@@ -55,8 +55,9 @@ def test_messages_match_wire_schema(method: str, target_run: Callable[[str], Pat
     fed = Federation(target_run(method))
     schema = fed.target().wire_schema()
     declared = {"downlink": dict(schema.downlink), "uplink": dict(schema.uplink)}
-    assert fed.manifest["wire_schema"] == {k: {n: list(s) for n, s in v.items()}
+    assert fed.manifest["wire_schema"] == {k: {n: {"shape": list(s), "dtype": "float32"} for n, s in v.items()}
                                            for k, v in declared.items()}
     for m in fed.transcript().load():
-        shapes = {n: tuple(t.shape) for n, t in m.payload.items()}
-        assert shapes == {n: tuple(s) for n, s in declared[m.kind].items()}, (method, m.kind, m.round)
+        shapes = {n: (tuple(t.shape), t.dtype) for n, t in m.payload.items()}
+        assert shapes == {n: (tuple(s), schema.dtype(m.kind, n)) for n, s in declared[m.kind].items()}, \
+            (method, m.kind, m.round)

@@ -1,5 +1,5 @@
-"""WAFFLe's hand-written batched step (`executor_plugins/_ibp_fast.py`) computes the same
-gradients as autograd on `local_loss`, trains the same federation as the vmap path and the
+"""WAFFLe's kernel (`targets/waffle/kernel.py`; its gradients are held to the written-out
+derivation in test_waffle_derivation.py) trains the same federation as the vmap path and the
 sequential executor under both recipes, and is deterministic whatever the grouping of clients."""
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ import pytest
 import torch
 
 from fedattack import optim
-from fedattack.federation.executor_plugins._ibp_fast import IBPRun, ibp_spec
 from fedattack.federation.executor_plugins._stacked import TrainRequest
 from fedattack.federation.executor_plugins.batched import BatchedExecutor
 from fedattack.federation.executors import ClientJob, Executor, make_executor
-from fedattack.target import ClientContext, LocalData, Recipe, State, Target
-from fedattack.training import Batch, sequential_train
+from fedattack.target import ClientContext, LocalData, LocalProblem, Recipe, State, Target
+from fedattack.targets.waffle.kernel import IBPStepSpec, WaffleKernel
+from fedattack.training import sequential_train
 from tests.conftest import build
 from tests.targets.test_waffle_recipe import uneven_clients
 
@@ -30,6 +30,12 @@ HYPERS = [{},  # literal: SGD, constant temperature, no fine-tuning
           {"recipe": "ibp-wf", "temperature_start": 5.0},  # Adam, annealing, fine-tuning
           {"recipe": "ibp-wf", "optimizer": "adam-selection", "temperature_clock": "round"},
           {"recipe": "ibp-wf", "optimizer": "adam-selection", "kl_weight": 0.1}]  # a weaker KL
+
+
+def ibp_spec(target: Target, problem: LocalProblem) -> IBPStepSpec | None:
+    """What WAFFLe's kernel knows of the loss, if the method hands the problem to that kernel."""
+    kernel = target.step_kernel(problem)
+    return kernel.spec if isinstance(kernel, WaffleKernel) else None
 
 
 def _problems(target: Target, datas: list[LocalData]) -> list:  # type: ignore[type-arg]
@@ -43,45 +49,6 @@ def _problems(target: Target, datas: list[LocalData]) -> list:  # type: ignore[t
         if "waffle.steps" in p.consts:
             p.consts["waffle.steps"] = torch.tensor(7.0 * k)
     return problems
-
-
-@pytest.mark.parametrize("hyper", HYPERS)
-@pytest.mark.parametrize("phase", ["variational", "fine-tuning"])
-def test_hand_written_gradients_equal_autograd_in_double(hyper: dict[str, object], phase: str) -> None:
-    """In float64, so the comparison sees a wrong term, not rounding: every parameter's
-    gradient (SGD at lr 1 in the fused step: the update is minus the gradient)."""
-    target = build("waffle-ibp", dict(hyper), recipe=RECIPE)
-    datas = uneven_clients()
-    problems = _problems(target, datas)
-    spec = ibp_spec(target, problems[0])
-    assert spec is not None  # the fused step is what trains this target
-    step = 0 if phase == "variational" else int(problems[0].consts.get("finetune_from", 0)) + 1
-    gen = torch.Generator().manual_seed(3)
-    noise = [{k: torch.rand(s, generator=gen, dtype=torch.float64) for k, s in
-              target.noise_shapes(p).items()} for p in problems]
-    batches = [Batch(d.x_train[:8].double(), d.y_train[:8], torch.full((8,), 1 / 8, dtype=torch.float64))
-               for d in datas]
-    expected = []
-    for p, n, b in zip(problems, noise, batches):
-        params = {k: v.double().requires_grad_(True) for k, v in p.params.items()}
-        loss = target.local_loss(params, p.consts, b, n, torch.tensor(step))
-        expected.append(dict(zip(params, torch.autograd.grad(loss, list(params.values())))))
-    stacked = {k: torch.stack([p.params[k] for p in problems]).double() for k in problems[0].params}
-    before = {k: v.clone() for k, v in stacked.items()}
-    consts = {k: torch.stack([p.consts[k] for p in problems]) for k in problems[0].consts}
-    x = target.normalized(torch.stack([b.x for b in batches])).flatten(2)
-    run = IBPRun(spec, stacked, consts, {k: torch.stack([n[k] for n in noise]).unsqueeze(0) for k in noise[0]},
-                 x.flatten(0, 1), torch.cat([b.y for b in batches]),
-                 torch.arange(x.shape[0] * x.shape[1]).view(1, *x.shape[:2]),
-                 torch.stack([b.w for b in batches]).unsqueeze(0), {k: optim.SGD(1.0) for k in stacked},
-                 torch.tensor([step]))
-    run.step(0, len(batches))
-    run.finish()
-    for k in stacked:
-        got = before[k] - stacked[k]
-        want = torch.stack([e[k] for e in expected])
-        assert want.abs().max() > 0, k
-        torch.testing.assert_close(got, want, atol=1e-10, rtol=1e-8, msg=k)
 
 
 def _train(executor: Executor, target: Target, rounds: int = 2) -> list[State]:
@@ -160,7 +127,7 @@ def test_waffle_stacks_train_in_threads_only_when_each_gets_enough_clients(clien
                                                                           chunks: list[int]) -> None:
     """With two torch threads a plain MLP's clients split over two Python threads at any size,
     but WAFFLe's step, holding the GIL for ~95 small operations a step, keeps a stack of 10 whole
-    (torch's threads work inside its products instead); see CPU_IBP_THREAD_MIN."""
+    (torch's threads work inside its products instead); see the kernel's THREAD_MIN."""
     data = uneven_clients()[0]
     waffle, fedavg = build("waffle-ibp", {}, recipe=RECIPE), build("fedavg", {}, recipe=RECIPE)
     ctx = ClientContext(1, 0, 3, sequential_train)
@@ -171,7 +138,7 @@ def test_waffle_stacks_train_in_threads_only_when_each_gets_enough_clients(clien
         for name, target in (("waffle", waffle), ("fedavg", fedavg)):
             problem = _problems(target, [data])[0]
             reqs = [TrainRequest(target, problem, data, ctx)] * clients
-            sizes[name] = [len(c) for c in BatchedExecutor()._chunks(reqs, list(range(clients)))]
+            sizes[name] = [len(c.members) for c in BatchedExecutor()._chunks(reqs, list(range(clients)))]
     finally:
         torch.set_num_threads(before)
     assert sizes["waffle"] == chunks
@@ -179,10 +146,10 @@ def test_waffle_stacks_train_in_threads_only_when_each_gets_enough_clients(clien
 
 
 def test_floor_on_log_pi_changes_no_bit(monkeypatch: pytest.MonkeyPatch) -> None:
-    """`ibp_grad.LOG_P_MIN` keeps exp's results out of the subnormals; pi is clamped to
+    """`selection.LOG_P_MIN` keeps exp's results out of the subnormals; pi is clamped to
     PROB_EPS after it, so the floor must leave b and every gradient as they were without it.
     Sticks of 120 small v take log pi far below the floor (and below float32's subnormal edge)."""
-    from fedattack.models import ibp_grad
+    from fedattack.targets.waffle import selection as ibp_grad
 
     gen = torch.Generator().manual_seed(0)
     c, f = 4, 120

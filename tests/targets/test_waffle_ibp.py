@@ -9,10 +9,10 @@ from pathlib import Path
 import torch
 
 from fedattack.federation.rundir import Federation
-from fedattack.models import count_parameters, ibp
-from fedattack.models.layers import FactorizedLinear
+from fedattack.models import count_parameters
 from fedattack.target import LocalData
-from fedattack.targets.waffle_ibp import LowRankLinear
+from fedattack.targets.waffle import ibp
+from fedattack.targets.waffle.layers import FactorizedLinear, LowRankLinear
 from tests.conftest import build
 
 GEN = torch.Generator().manual_seed(0)

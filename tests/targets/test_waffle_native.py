@@ -1,5 +1,5 @@
-"""`batched-native`: WAFFLe's factor selection compiled to C (`fedattack.models.ibp_native`)
-computes what `ibp_grad.SelectionStep` computes, within float32 rounding, trains the federation
+"""`batched-native`: WAFFLe's factor selection compiled to C (`targets/waffle/native.py`)
+computes what `selection.SelectionStep` computes, within float32 rounding, trains the federation
 the `batched` executor trains, same bits run after run, and says in one line when it cannot be
 built. Skipped where no C compiler with glibc's libmvec is found."""
 
@@ -15,9 +15,9 @@ import torch
 
 from fedattack.federation.executor_plugins.batched import BatchedExecutor
 from fedattack.federation.executors import make_executor
-from fedattack.models import ibp_native
-from fedattack.models.ibp_grad import LayerPrior, SelectionStep
 from fedattack.registry import UserError
+from fedattack.targets.waffle import native as ibp_native
+from fedattack.targets.waffle.selection import LayerPrior, SelectionStep
 from tests.conftest import build
 from tests.targets.test_waffle_fused import DEEP_HYPERS, HYPERS, RECIPE, _train, assert_trains_as_vmap, deep_target
 
@@ -89,9 +89,10 @@ def test_native_federation_is_deterministic() -> None:
 def test_double_precision_keeps_the_eager_selection() -> None:
     """The C functions are float32; a float64 stack trains through `SelectionStep` unchanged."""
     target = build("waffle-ibp", {}, recipe=RECIPE)
-    from fedattack.federation.executor_plugins._ibp_fast import IBPRun, ibp_spec
     from fedattack.target import ClientContext
+    from fedattack.targets.waffle.kernel import IBPRun
     from fedattack.training import sequential_train
+    from tests.targets.test_waffle_fused import ibp_spec
     from tests.targets.test_waffle_recipe import uneven_clients
 
     data = uneven_clients()[0]
@@ -122,12 +123,18 @@ def test_no_compiler_is_a_one_line_error_and_no_run_directory(tmp_path: Path) ->
     assert not out.exists()
 
 
-def test_missing_compiler_refused_when_the_executor_is_made(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_compiler_refused_when_waffle_first_trains(monkeypatch: pytest.MonkeyPatch) -> None:
+    """"native" is WAFFLe's kernel's option: without a compiler a WAFFLe stack is refused in one
+    line before it trains, and every other method trains under `batched-native` as under `batched`."""
     monkeypatch.setattr(ibp_native.shutil, "which", lambda name: None)
     ibp_native.library.cache_clear()
     try:
+        executor = make_executor("batched-native", "cpu")
         with pytest.raises(UserError, match="no gcc or cc"):
-            make_executor("batched-native", "cpu")
+            _train(executor, build("waffle-ibp", {}, recipe=RECIPE), rounds=1)
+        fedavg = build("fedavg", {}, recipe=RECIPE)
+        for a, b in zip(_train(executor, fedavg, rounds=1), _train(BatchedExecutor(), fedavg, rounds=1)):
+            assert all(torch.equal(a[k], b[k]) for k in a)
     finally:
         monkeypatch.undo()
         ibp_native.library.cache_clear()
@@ -155,7 +162,7 @@ def test_native_gather_is_normalise_pad_and_index_select_bit_for_bit(ones: bool)
 @pytest.mark.parametrize(("clients", "chunks"), [(10, [10]), (20, [20]), (50, [25, 25]), (60, [30, 30])])
 def test_native_stacks_are_larger(clients: int, chunks: list[int]) -> None:
     """Its compiled step releases the GIL and pays less per stack, so it keeps up to 50 clients
-    in a stack, and splits over two threads only when each gets 25 (CPU_IBP_NATIVE_*)."""
+    in a stack, and splits over two threads only when each gets 25 (the kernel's NATIVE_*)."""
     from fedattack.federation.executor_plugins._stacked import TrainRequest
     from fedattack.target import ClientContext
     from fedattack.training import sequential_train
@@ -169,7 +176,7 @@ def test_native_stacks_are_larger(clients: int, chunks: list[int]) -> None:
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(2)
-        sizes = [len(c) for c in make_executor("batched-native", "cpu")._chunks(reqs, list(range(clients)))]
+        sizes = [len(c.members) for c in make_executor("batched-native", "cpu")._chunks(reqs, list(range(clients)))]
     finally:
         torch.set_num_threads(before)
     assert sizes == chunks
@@ -218,7 +225,7 @@ def test_dense_head_is_the_output_layer_and_loss_of_autograd(sgd: bool) -> None:
 def test_native_step_without_the_native_gather(monkeypatch: pytest.MonkeyPatch) -> None:
     """A target that normalises its own way gets its round's input normalised as under
     `batched`, and the native step gathers each batch by index instead."""
-    import fedattack.federation.executor_plugins._ibp_fast as fast
+    import fedattack.targets.waffle.kernel as fast
 
     monkeypatch.setattr(fast, "native_statistics", lambda target, x: None)
     target = build("waffle-ibp", {}, recipe=RECIPE)
@@ -246,7 +253,9 @@ def test_native_stacks_train_side_by_side_in_threads(monkeypatch: pytest.MonkeyP
         return stacked(*args, **kwargs)
 
     monkeypatch.setattr(batched, "train_stacked", spy)
-    monkeypatch.setattr(batched, "CPU_IBP_NATIVE_THREAD_MIN", 2)
+    import fedattack.targets.waffle.kernel as kernel
+
+    monkeypatch.setattr(kernel, "NATIVE_THREAD_MIN", 2)
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(2)

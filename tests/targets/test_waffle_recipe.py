@@ -15,7 +15,7 @@ from fedattack.federation.loop import client_data
 from fedattack.federation.train import build_target
 from fedattack.registry import UserError
 from fedattack.target import ClientContext, LocalData, Recipe, Target
-from fedattack.targets import _waffle_recipe as recipes
+from fedattack.targets.waffle import recipe as recipes
 from fedattack.training import Batch, sequential_train
 from tests.conftest import build, tiny_spec
 

@@ -17,7 +17,9 @@ import numpy as np
 
 from fedattack.data.partitioners._common import build_partition, check_fraction
 from fedattack.data.types import Partition, PartitionInput
+from fedattack.options import one_of
 from fedattack.registry import PARTITIONS, UserError
+from fedattack.suggest import did_you_mean
 
 NUM_LABELS = 10
 PAPER_AGENTS = 10
@@ -98,10 +100,10 @@ def _tables(
     name = options.distribution.upper()
     if name not in DISTRIBUTION_NAMES:
         allowed = ", ".join(DISTRIBUTION_NAMES)
-        raise UserError(f"distribution must be one of {allowed}, got {options.distribution!r}")
+        raise UserError(f"distribution must be one of {allowed}, got {options.distribution!r}"
+                        f"{did_you_mean(options.distribution, DISTRIBUTION_NAMES)}")
     size_name = options.size_distribution.upper()
-    if size_name not in SIZE_DISTRIBUTIONS:
-        raise UserError(f"size_distribution must be A, B or C, got {options.size_distribution!r}")
+    one_of(size_name, SIZE_DISTRIBUTIONS, "size_distribution")
     if n < 1:
         raise UserError(f"num_clients must be at least 1, got {n}")
     if size_name != "A" and n != PAPER_AGENTS:

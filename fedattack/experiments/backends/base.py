@@ -30,7 +30,7 @@ class Task:
     label: str                               # names the cell in progress lines and errors
     final: Path                              # the folder the task fills
     work: Callable[[], Any]
-    imports: tuple[tuple[str, str], ...] = ()  # (kind, import path) of user code to register first
+    imports: tuple[tuple[str, str], ...] = ()  # (kind, import path or plugin file) of user code to load first
 
 
 @dataclass(frozen=True)
@@ -51,11 +51,12 @@ def execute(task: Task, threads: int | None) -> Outcome:
         import torch
         torch.set_num_threads(threads)
     from fedattack.experiments.plan import user_or_registered
+    from fedattack.registry import load_plugin_file
 
     started = time.perf_counter()
     try:
         for kind, path in task.imports:
-            user_or_registered(kind, path)
+            load_plugin_file(path) if kind == "plugin" else user_or_registered(kind, path)
         task.work()
     except UserError as exc:
         return Outcome(time.perf_counter() - started, str(exc))

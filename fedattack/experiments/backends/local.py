@@ -13,9 +13,12 @@ instead of oversubscribing them (measured here: several threads per process on a
 machine ran 10x slower) and a cell's bytes do not depend on where it ran. Workers ignore
 Ctrl-C: the parent catches it (in its own cell too), kills them and clears their staged
 folders, so an interrupted sweep leaves whole cells or none. With one worker, or a phase of one
-cell, everything runs here. A spawned worker that dies (killed, out of memory) breaks the pool;
-that is one line naming the cell it held (one that dies while starting leaves its cells to
-this process).
+cell, everything runs here. A spawned worker that dies (killed, out of memory) breaks the pool,
+which ends every cell then running in a worker: those cells are queued again (each at most
+`MAX_RETRIES` times, as the Ray backend retries a task whose worker died; each clears its own
+leftovers when it starts again) and a new pool is started; a cell whose workers keep dying is
+one line naming it. A worker whose parent dies (the command killed with SIGKILL) exits within
+a second instead of working on for no one (`_exit_with_parent`).
 """
 
 from __future__ import annotations
@@ -25,18 +28,24 @@ import os
 import queue
 import signal
 import threading
+import time
 from collections import deque
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
 from fedattack.experiments.backends.base import Backend, Outcome, Task, available_cores, execute
 
+MAX_RETRIES = 3  # times a cell is run again after its worker died (Ray's max_retries does the same)
+DIED = "its worker process died (killed, or out of memory)"
 
-def start_worker(threads: int) -> None:
+
+def start_worker(threads: int, parent: int | None = None) -> None:
     """Runs once in every spawned worker, before its first cell: the parent owns Ctrl-C, the
     worker owns `threads` cores, and fedattack's cell code is imported here rather than inside
     the first cell's time."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if parent is not None:
+        threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = str(threads)
     import torch
@@ -46,6 +55,14 @@ def start_worker(threads: int) -> None:
     except RuntimeError:
         pass
     import fedattack.experiments.runner  # noqa: F401  (and through it the federation code)
+
+
+def _exit_with_parent(parent: int) -> None:
+    """Exit as soon as the process that started this worker is gone (it was killed: no one will
+    collect this worker's cell; what it staged is removed by the next run)."""
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(1)
 
 
 def ready() -> None:
@@ -87,6 +104,8 @@ class LocalBackend(Backend):
         self.halted = False                  # after a failure or Ctrl-C: hand out nothing more
         self.cells: dict[Future[Outcome], Task] = {}
         self.ended: queue.Queue[Future[Outcome]] = queue.Queue()
+        self.pools: dict[Future[Outcome], ProcessPoolExecutor] = {}  # the pool each cell was sent to
+        self.retried: dict[int, int] = {}    # id(task) -> times it was queued again after its worker died
 
     @property
     def slots(self) -> int:
@@ -104,12 +123,17 @@ class LocalBackend(Backend):
             self.halted = False
             self.pending.append(task)
             if self.pool is None:
-                self.pool = ProcessPoolExecutor(self.spawned, mp_context=multiprocessing.get_context("spawn"),
-                                                initializer=start_worker, initargs=(self.threads,))
-                for _ in range(self.spawned):
-                    self.busy += 1
-                    self.pool.submit(ready).add_done_callback(self._worker_free)
+                self._start_pool()
         self._feed()
+
+    def _start_pool(self) -> None:
+        """Spawn the workers; each takes a cell once it has started (called with the lock held)."""
+        self.pool = ProcessPoolExecutor(self.spawned, mp_context=multiprocessing.get_context("spawn"),
+                                        initializer=start_worker, initargs=(self.threads, os.getpid()))
+        self.busy = 0
+        for _ in range(self.spawned):
+            self.busy += 1
+            self.pool.submit(ready).add_done_callback(self._worker_free)
 
     def next_done(self) -> tuple[Task, Outcome]:
         if self.alone:
@@ -117,8 +141,10 @@ class LocalBackend(Backend):
             return task, run_here(task, None)
         while True:
             try:  # a worker's outcome first, so run_tasks hears of a failure before this process starts more
-                future = self.ended.get_nowait()
-                return self.cells.pop(future), _outcome(future)
+                done = self._gathered(self.ended.get_nowait())
+                if done is not None:
+                    return done
+                continue
             except queue.Empty:
                 pass
             with self.lock:
@@ -126,10 +152,28 @@ class LocalBackend(Backend):
             if mine is not None:
                 return mine, run_here(mine, self.threads)
             try:  # short waits, so Ctrl-C is seen promptly
-                future = self.ended.get(timeout=0.5)
-                return self.cells.pop(future), _outcome(future)
+                done = self._gathered(self.ended.get(timeout=0.5))
+                if done is not None:
+                    return done
             except queue.Empty:
                 pass
+
+    def _gathered(self, future: Future[Outcome]) -> tuple[Task, Outcome] | None:
+        """A worker's outcome, or None when its worker died and the cell was queued again."""
+        task, pool = self.cells.pop(future), self.pools.pop(future, None)
+        if not isinstance(_exception(future), BrokenProcessPool):
+            return task, _outcome(future)
+        tries = self.retried.get(id(task), 0)
+        if tries >= MAX_RETRIES:
+            return task, Outcome(0.0, f"{DIED}, {tries + 1} times")
+        self.retried[id(task)] = tries + 1
+        with self.lock:
+            if pool is not None and pool is self.pool and not self.halted:  # the first of its cells back
+                pool.shutdown(wait=False, cancel_futures=True)
+                self._start_pool()
+            self.pending.appendleft(task)
+        self._feed()
+        return None
 
     def drop_queued(self) -> int:
         with self.lock:
@@ -148,6 +192,7 @@ class LocalBackend(Backend):
             _kill_workers(pool)
         pool.shutdown(wait=True, cancel_futures=True)
         self.cells.clear()
+        self.pools.clear()
         self.busy = 0
 
     def _feed(self) -> None:
@@ -160,6 +205,7 @@ class LocalBackend(Backend):
                     self.halted = True
                     return
                 self.cells[future] = self.pending.popleft()
+                self.pools[future] = self.pool
                 self.busy += 1
                 future.add_done_callback(self._cell_ended)
 
@@ -171,18 +217,23 @@ class LocalBackend(Backend):
 
     def _cell_ended(self, future: Future[Outcome]) -> None:
         with self.lock:
-            self.busy -= 1
+            if self.pools.get(future) is self.pool:  # a replaced pool's cells no longer count
+                self.busy -= 1
             self.ended.put(future)
             failed = future.cancelled() or future.exception() is not None or future.result().error is not None
         if not failed:
             self._feed()
 
 
+def _exception(future: Future[Outcome]) -> BaseException | None:
+    return None if future.cancelled() else future.exception()
+
+
 def _outcome(future: Future[Outcome]) -> Outcome:
     try:
         return future.result()
     except BrokenProcessPool:
-        return Outcome(0.0, "its worker process died (killed, or out of memory)")
+        return Outcome(0.0, DIED)
     except Exception as exc:  # the task could not be sent to or returned from the worker
         return Outcome(0.0, f"{type(exc).__name__}: {exc}")
 

@@ -8,10 +8,13 @@ failure inside the task is a result, not retried. Tasks write straight into the 
 output folder, which on a cluster must be storage every node sees at the same path: a task on a
 node that dies leaves only a hidden staged folder, which the next run removes before redoing the
 cell, so a half-written cell is never visible. Ray is the optional extra `fedattack[ray]`.
+An `--address HOST:PORT` is tried with a plain TCP connection first, before Ray or the output
+folder is touched: where nothing listens Ray would retry for minutes and print a page of logs.
 """
 
 from __future__ import annotations
 
+import socket
 from typing import Any
 
 from fedattack.experiments.backends.base import Backend, Outcome, Task, execute
@@ -19,6 +22,7 @@ from fedattack.registry import UserError
 
 CPUS_PER_TASK = 1
 MAX_RETRIES = 3
+CONNECT_SECONDS = 5.0
 
 
 class RayBackend(Backend):
@@ -28,6 +32,8 @@ class RayBackend(Backend):
 
     def __init__(self, workers: int | None = None, address: str | None = None) -> None:
         super().__init__(workers, address)
+        if address is not None:
+            reachable(address)
         self.asked_workers = workers
         self.started_here = False
         self.pending: dict[Any, Task] = {}
@@ -80,6 +86,22 @@ class RayBackend(Backend):
         if self.started_here:
             ray.shutdown()
             self.started_here = False
+
+
+def reachable(address: str) -> None:
+    """Refuse, in one line, a HOST:PORT where nothing accepts a connection (`auto` and `ray://`
+    addresses are left to Ray)."""
+    if address == "auto" or "://" in address:
+        return
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise UserError(f"--address {address!r} is not HOST:PORT (e.g. 10.0.0.5:6379) or auto")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_SECONDS).close()
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise UserError(f"no Ray cluster answers at --address {address} ({reason}); start one there with "
+                        "`ray start --head`, or leave --address out for a local Ray instance") from None
 
 
 def _import_ray() -> Any:

@@ -8,7 +8,7 @@ selection each) are stacked and run under `vmap`. Accuracy is then taken per cli
 `fedattack.metrics.accuracy`, exactly as the sequential evaluation does.
 
 The test sets do not change between rounds, so the inputs as the forward passes read them
-(pooled or padded and stacked, and normalised where the target's forward is the default one)
+(pooled or padded and stacked, and normalised where the target's forward is the plain one)
 are built once and kept in an `InputCache` (one per executor); only the models change. The
 arithmetic is the same as building them every round: normalisation is elementwise, so the
 bits do not depend on when or on which rows it runs.
@@ -78,10 +78,10 @@ def evaluate_clients(target: Target, deployed: list[State], datas: list[LocalDat
 
 
 def _forward(target: Target) -> tuple[Forward, Callable[[torch.Tensor], torch.Tensor]]:
-    """The forward pass on prepared inputs, and the preparation: the default forward is the
-    model on normalised inputs, so the normalisation moves into the (cached) preparation;
-    a target with its own forward gets its raw inputs."""
-    if type(target).forward is Target.forward:
+    """The forward pass on prepared inputs, and the preparation: where the forward is the model
+    on normalised inputs (`Target.plain_forward`), the normalisation moves into the (cached)
+    preparation; a target with its own forward gets its raw inputs."""
+    if target.plain_forward:
         def on_normalized(params: State, x: torch.Tensor) -> torch.Tensor:
             return functional_call(target.model, params, (x,))
         return on_normalized, target.normalized

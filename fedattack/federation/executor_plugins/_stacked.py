@@ -17,10 +17,7 @@ import torch.nn.functional as F
 from torch.func import grad, vmap
 
 from fedattack import optim
-from fedattack.federation.executor_plugins._cnn_fast import cnn_spec, cnn_steps
-from fedattack.federation.executor_plugins._ibp_fast import ibp_spec, ibp_steps
-from fedattack.federation.executor_plugins._mlp_fast import mlp_layers, mlp_step
-from fedattack.federation.executor_plugins._proximal import Pull, anchors, first, pull_strength
+from fedattack.kernels import Stack, StepKernel, gather
 from fedattack.rng import generator
 from fedattack.target import ClientContext, LocalData, LocalProblem, State, Target
 from fedattack.training import Batch, draw_noise, epoch_orders
@@ -150,12 +147,12 @@ def stack(states: list[State], device: torch.device) -> State:
     return {k: torch.stack([s[k] for s in states]).to(device) for k in states[0]}
 
 
-def train_stacked(reqs: list[TrainRequest], device: torch.device, fast: bool = True,
-                  native: bool = False) -> list[State]:
+def train_stacked(reqs: list[TrainRequest], device: torch.device, kernel: StepKernel | None = None,
+                  options: frozenset[str] = frozenset()) -> list[State]:
     """Run the sequential loop of every request at once; returns trained params per request.
 
-    `fast` allows the hand-written steps (`_mlp_fast`, `_ibp_fast`, `_cnn_fast`) where they apply;
-    otherwise, and for every other target, each step is `vmap(grad(local_loss))`.
+    `kernel` (the method's `step_kernel`, with the executor's kernel `options`) trains the
+    stack; None: each step is `vmap(grad(local_loss))`.
     """
     target = reqs[0].target
     plan = plan_steps(reqs)
@@ -164,51 +161,16 @@ def train_stacked(reqs: list[TrainRequest], device: torch.device, fast: bool = T
     x = torch.cat([r.data.x_train for r in ordered]).to(device)
     y = torch.cat([r.data.y_train for r in ordered]).to(device)
     rows, weights = plan.rows.to(device), plan.weights.to(device)
-    layers = mlp_layers(target, reqs[0].problem) if fast else None
-    cnn = cnn_spec(target, reqs[0].problem) if fast else None
-    pull = proximal_pull(target, ordered, device) if cnn is not None or layers is not None else None
-    if cnn is not None:
-        cnn_steps(cnn, plan.active, params, target.normalized(x), y, rows, weights, target.recipe.lr, pull)
-    elif layers is not None:
-        lr = target.recipe.lr
-        x = target.normalized(x)  # the hand-written step reads x itself, not through forward
-        for s, a in enumerate(plan.active):
-            r = rows[s, :a]
-            mlp_step({k: v[:a] for k, v in params.items()}, layers, gather(x, r), y[r],
-                     weights[s, :a], lr, first(pull, a))
+    consts = stack([r.problem.consts for r in ordered], device) if reqs[0].problem.consts else {}
+    noise = {k: v.to(device) for k, v in round_noise(reqs, plan).items()}
+    if kernel is not None:
+        kernel.train(Stack(target, params, consts, noise, x, y, rows, weights, plan.active, options))
     else:
-        consts = stack([r.problem.consts for r in ordered], device) if reqs[0].problem.consts else {}
-        noise = {k: v.to(device) for k, v in round_noise(reqs, plan).items()}
-        ibp = ibp_spec(target, reqs[0].problem) if fast else None
-        if ibp is not None:
-            ibp_steps(target, ibp, plan.active, params, consts, noise, x, y, rows, weights, native)
-        else:
-            vmap_steps(target, plan, params, consts, noise, x, y, rows, weights)
+        vmap_steps(target, plan, params, consts, noise, x, y, rows, weights)
     out: list[State] = [{}] * len(reqs)
     for col, i in enumerate(plan.order):  # copies: a view would drag every client's weights along
         out[i] = {k: v[col].to("cpu", copy=True) for k, v in params.items()}
     return out
-
-
-def proximal_pull(target: Target, ordered: list[TrainRequest], device: torch.device) -> Pull | None:
-    """FedProx's (mu, anchors stacked like the parameters) for the hand-written steps; None
-    for the default loss, or mu = 0."""
-    mu = pull_strength(target)
-    if not mu:
-        return None
-    return mu, stack([anchors(r.problem) for r in ordered], device)
-
-
-def hand_written_step(target: Target, problem: LocalProblem) -> str | None:
-    """Which hand-written step (no vmap) trains this target's problem: mlp, ibp, cnn or None."""
-    for kind, found in (("mlp", mlp_layers), ("ibp", ibp_spec), ("cnn", cnn_spec)):
-        if found(target, problem) is not None:
-            return kind
-    return None
-
-
-def hand_written(target: Target, problem: LocalProblem) -> bool:
-    return hand_written_step(target, problem) is not None
 
 
 def vmap_steps(target: Target, plan: StepPlan, params: State, consts: State, noise: State,
@@ -225,12 +187,6 @@ def vmap_steps(target: Target, plan: StepPlan, params: State, consts: State, noi
                        {k: v[s, :a] for k, v in noise.items()}, torch.tensor(s, device=x.device))
         for k, p in params.items():  # in place: no new parameter-sized tensors per step
             optim.step_(opts[k], p[:a], g[k], {n: t[:a] for n, t in states[k].items()}, s + 1)
-
-
-def gather(x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-    """x[rows] for a (clients, batch) index, by index_select (a third of advanced indexing's cost)."""
-    flat = x.reshape(x.shape[0], -1).index_select(0, rows.reshape(-1))
-    return flat.view(*rows.shape, *x.shape[1:])
 
 
 def _loss_fn(target: Target):

@@ -1,24 +1,21 @@
-"""`batched-native`: `batched`, with the elementwise work of WAFFLe's step compiled to C.
+"""`batched-native`: `batched`, with the kernel option "native" (a kernel's compiled variant).
 
-Opt-in because it compiles C when it starts (gcc or cc, with glibc's libmvec; about half a
-second, once per process) and because its float32 results are not the `batched` executor's bits:
-see `fedattack.models.ibp_native`. Every other target, and WAFFLe off the CPU or in float64,
-trains exactly as under `batched`. A run records the executor it was trained with in its spec.
+A kernel that has a compiled variant uses it under this option; every other method trains
+exactly as under `batched`. Among the built-in methods WAFFLe's kernel has one (its factor
+selection and the elementwise work of its step compiled to C when it first runs, needing gcc
+and glibc's libmvec: `targets/waffle/native.py`), whose float32 results are not `batched`'s
+bits, which is why this is a separate executor: a run records the executor it was trained with
+in its spec (and so in an experiment cell's address).
 """
 
 from __future__ import annotations
 
 from fedattack.federation.executor_plugins.batched import BatchedExecutor
 from fedattack.federation.executors import EXECUTORS
-from fedattack.models.ibp_native import library
 
 
 @EXECUTORS.register("batched-native")
 class BatchedNativeExecutor(BatchedExecutor):
-    """All sampled clients of a round at once, WAFFLe's step partly compiled C (needs gcc)."""
+    """All sampled clients of a round at once, with the kernels' compiled variants (WAFFLe's: gcc)."""
 
-    native = True
-
-    def __init__(self, device: str = "cpu", fast: bool = True, group_size: int | None = None) -> None:
-        super().__init__(device, fast, group_size)
-        library()  # build it now: a missing compiler is a one-line error before anything trains
+    options = frozenset({"native"})

@@ -35,6 +35,7 @@ from torch import nn
 from fedattack.atomic import save_tensors
 from fedattack.data.types import Dataset
 from fedattack.registry import UserError
+from fedattack.suggest import did_you_mean
 
 CENTRAL_ARCH = {"digits": "digits-mlp", "mnist": "lenet5", "fmnist": "fmnist-cnn", "cifar10": "cifar-cnn"}
 MIN_STEPS = 2000
@@ -145,7 +146,8 @@ def build_extractor(spec: ExtractorSpec, input_shape: tuple[int, int, int],
                                  input_shape, num_classes, data)
     if head == "torchvision" and arch:
         return torchvision_extractor(arch, spec.weights, spec.size)
-    raise UserError(f"extractor {spec.kind!r} is not known; use central, central:<model>, "
+    raise UserError(f"extractor {spec.kind!r}{did_you_mean(head, ('central', 'torchvision', 'pixels'))} is not "
+                    "known; use central, central:<model>, "
                     "torchvision:<arch> (with extractor_weights=<file>) or pixels")
 
 

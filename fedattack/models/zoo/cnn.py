@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import nn
 
 from fedattack.models.layers import Layers
 from fedattack.registry import MODELS
+
+
+@dataclass(frozen=True)
+class ConvLayout:
+    """A `ConvNet` of plain layers, as the `conv` kernel computes it: the convolutions (name,
+    padding) and the fully connected layers, in order."""
+
+    convs: tuple[tuple[str, int], ...]
+    fcs: tuple[str, ...]
+
+    @property
+    def convs_and_fcs(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.convs) + self.fcs
 
 
 class ConvNet(nn.Module):
@@ -40,6 +55,17 @@ class ConvNet(nn.Module):
         for i in range(self.num_fcs):
             self.add_module(f"fc{i + 1}", layers.linear(f"fc{i + 1}", sizes[i], sizes[i + 1]))
 
+    def layout(self) -> ConvLayout | None:
+        """The layers, if each is plain: a stride-1, undilated, ungrouped, zero-padded
+        `nn.Conv2d` with a bias and square padding, and `nn.Linear` layers with biases (what the
+        `conv` kernel computes, `fedattack.kernels.conv`); None where a method replaced some."""
+        convs = [getattr(self, f"conv{i}") for i in range(1, self.num_convs + 1)]
+        fcs = [getattr(self, f"fc{i}") for i in range(1, self.num_fcs + 1)]
+        if not all(_plain_conv(c) for c in convs) or any(type(f) is not nn.Linear or f.bias is None for f in fcs):
+            return None
+        return ConvLayout(tuple((f"conv{i}", c.padding[0]) for i, c in enumerate(convs, start=1)),
+                          tuple(f"fc{i}" for i in range(1, len(fcs) + 1)))
+
     def features(self, x: torch.Tensor) -> torch.Tensor:
         for i in range(1, self.num_convs + 1):
             x = getattr(self, f"conv{i}")(x).relu()
@@ -54,6 +80,12 @@ class ConvNet(nn.Module):
             if i < self.num_fcs:
                 x = x.relu()
         return x
+
+
+def _plain_conv(conv: nn.Module) -> bool:
+    return (type(conv) is nn.Conv2d and conv.bias is not None and conv.stride == (1, 1)
+            and conv.dilation == (1, 1) and conv.groups == 1 and conv.padding_mode == "zeros"
+            and isinstance(conv.padding, tuple) and conv.padding[0] == conv.padding[1])
 
 
 @MODELS.register("fmnist-cnn")

@@ -21,6 +21,16 @@ class MLP(nn.Module):
             self.add_module(f"fc{i + 1}", layers.linear(f"fc{i + 1}", sizes[i], sizes[i + 1]))
         self.depth: int = len(sizes) - 1
 
+    def chain(self) -> tuple[str, ...]:
+        """The layers in the order `forward` applies them (ReLU between, none after the last)."""
+        return tuple(f"fc{i}" for i in range(1, self.depth + 1))
+
+    def dense_layers(self) -> tuple[str, ...] | None:
+        """The chain, if every layer in it is a plain `nn.Linear` (what the `dense` kernel
+        computes, `fedattack.kernels.dense`); None where a method replaced some of them."""
+        chain = self.chain()
+        return chain if all(type(getattr(self, name)) is nn.Linear for name in chain) else None
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x.flatten(1)
         for i in range(1, self.depth + 1):

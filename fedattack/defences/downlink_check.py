@@ -1,0 +1,105 @@
+"""A client that looks at the model before it trains on it: refuse a suspicious downlink.
+
+An active server attacks through the model it sends (`fedattack.federation.active`). A client
+can check what it receives against what it knows: the method's architecture (the protocol fixes
+the names and shapes of the downlink's tensors) and the last downlink it received. This check
+refuses a downlink that
+  - carries a tensor the method's wire schema does not declare, or one of another shape (a
+    module put in front of the model, Fowl et al. 2022);
+  - holds a weight (a tensor of two or more dimensions) that is all zeros or has all rows equal
+    (a suppressed model, Pasquini et al. 2022; a layer of identical units);
+  - holds a weight whose rows turned away from the same rows of the last downlink this client
+    received: their mean cosine is below `min_similarity` (values replaced wholesale: trap
+    weights, Boenisch et al. 2023). Honest training turns rows slowly (the lowest mean cosine
+    measured on honest federations is in docs/active-server.md); a cosine does not care how the
+    server scales what it sends. A client's first downlink has nothing to compare with.
+A refusing client sends back an update of zeros (its downlink, for a method that sends models),
+which tells the server nothing about its data; the manifest counts every refusal and its reason
+(`accounting`). What it cannot see: a downlink that is the honest model, however the others'
+differ (model inconsistency's victim), and anything in a client's first downlink that keeps the
+architecture. It runs client side, before the uplink is masked, so it must come before
+`secure-aggregation` in the list of defences.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from fedattack.defences._update import update_of, with_update
+from fedattack.defences.base import Defence
+from fedattack.registry import UserError
+from fedattack.target import ClientContext, Target
+from fedattack.wire import Payload
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckSettings:
+    """min_similarity: the least mean cosine between a weight's rows and the same rows of this
+    client's last downlink."""
+
+    min_similarity: float = 0.5
+
+    def __post_init__(self) -> None:
+        if not -1.0 <= self.min_similarity < 1.0:
+            raise UserError(f"downlink-check min_similarity={self.min_similarity} must be in [-1, 1)")
+
+
+class DownlinkCheck(Defence):
+    """Refuses (sends a zero update for) a downlink whose architecture or weights look tampered with."""
+
+    name = "downlink-check"
+    Settings = CheckSettings
+
+    def __init__(self, settings: Any, ctx: Any) -> None:
+        super().__init__(settings, ctx)
+        self.schema: dict[str, tuple[int, ...]] = {}
+        self.last: dict[int, Payload] = {}  # what each client received last (its own memory)
+        self.refused: list[dict[str, Any]] = []
+        self.checked = 0
+
+    def bind(self, target: Target) -> None:
+        self.schema = {n: tuple(s) for n, s in target.wire_schema().downlink.items()}
+
+    def on_uplink(self, up: Payload, down: Payload, ctx: ClientContext) -> Payload:
+        self.checked += 1
+        why = self.suspicious(down, self.last.get(ctx.client))
+        self.last[ctx.client] = {n: t.detach().clone() for n, t in down.items() if n in self.schema}
+        if why is None:
+            return up
+        self.refused.append({"round": ctx.round, "client": ctx.client, "why": why})
+        return with_update(up, down, {n: torch.zeros_like(t) for n, t in update_of(up, down).items()})
+
+    def suspicious(self, down: Payload, last: Payload | None) -> str | None:
+        """Why this downlink is refused (None: it is accepted)."""
+        for name, t in down.items():
+            if name not in self.schema:
+                return f"{name} is not in the method's model"
+            if tuple(t.shape) != self.schema[name]:
+                return f"{name} has shape {list(t.shape)}, the method's is {list(self.schema[name])}"
+        for name, t in down.items():
+            if t.dim() < 2 or not t.is_floating_point():
+                continue
+            rows = t.flatten(1)
+            if not bool(rows.any()) or bool((rows == rows[:1]).all()):
+                return f"{name} is all zeros or has all rows equal"
+            before = None if last is None else last.get(name)
+            if before is not None and similarity(rows, before.flatten(1)) < self.settings.min_similarity:
+                return f"{name} turned away from this client's last downlink (rows' mean cosine below " \
+                       f"{self.settings.min_similarity:g})"
+        return None
+
+    def accounting(self) -> dict[str, Any]:
+        reasons: dict[str, int] = {}
+        for entry in self.refused:
+            kind = entry["why"].split(" ", 1)[1] if " " in entry["why"] else entry["why"]
+            reasons[kind] = reasons.get(kind, 0) + 1
+        return {"checked": self.checked, "refused": len(self.refused), "reasons": reasons,
+                "refusals": self.refused[:100]}
+
+
+def similarity(rows: torch.Tensor, before: torch.Tensor) -> float:
+    """The mean cosine between each row and the same row before."""
+    return float(torch.nn.functional.cosine_similarity(rows.double(), before.double(), dim=1).mean())

@@ -1,0 +1,215 @@
+"""The default audit (`evaluate` without `--attack`) and the strongest strategy's selection are
+what attacks/README.md says they are; the ground truth stays with the scorer (issue 39)."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from fedattack.attacks import truth as truth_mod
+from fedattack.attacks.base import Attack
+from fedattack.attacks.cost import Probe, Workload
+from fedattack.attacks.data import Samples
+from fedattack.attacks.data_reconstruction import DataReconstruction
+from fedattack.attacks.default_audit import DefaultAudit
+from fedattack.attacks.evaluate import evaluate_run
+from fedattack.attacks.selection import SELECTED, select_strongest
+from fedattack.evaluation import EvaluationSpec
+from fedattack.registry import ATTACKS, THREAT_MODELS
+from fedattack.results import AttackResult, metric_table
+
+README = Path(__file__).resolve().parents[2] / "attacks" / "README.md"
+GIB = 2**30
+PROBE = Probe(params=159_010, step_seconds=1e-3, job_seconds=0.01, forward_seconds=4e-6, grad_seconds=5e-5,
+              grad_fixed_seconds=1e-4, grad_bytes=900, second_seconds=8e-5, second_fixed_seconds=1e-4,
+              second_bytes=5_000, second_fixed_bytes=2_000_000, sim_step_seconds=0.01, sim_step_bytes=700_000,
+              inversion_step_seconds=3e-4, input_numel=784)
+
+
+def work(samples: int, first_layer: tuple[int, int] | None = (200, 784), epochs: int = 5) -> Workload:
+    return Workload(samples=samples, rounds=20, clients=2, queries=2000, aux=4000, classes=10, epochs=epochs,
+                    batch_size=10, probe=PROBE, first_layer=first_layer)
+
+
+def chosen(w: Workload, room: int = 8 * GIB, seconds: float | None = 1800.0) -> dict[str, list[str]]:
+    threats = [THREAT_MODELS.get(n)() for n in ("eavesdropper", "server", "oracle")]
+    works = {(tm.name, 0): (w, 1) for tm in threats}
+    picks = DefaultAudit(works, {}, room, seconds).choose(threats)
+    return {tm.name: sorted(p.name for p in picks if p.tm is tm) for tm in threats}
+
+
+def documented() -> dict[str, dict[str, list[str]]]:
+    """The README's table of the default audit: per case and threat model, the attacks."""
+    text = README.read_text()
+    table = text[text.index("<!-- default-audit -->"):text.index("<!-- /default-audit -->")]
+    out: dict[str, dict[str, list[str]]] = {}
+    for line in table.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0] and not set(cells[0]) <= {"-"} and cells[0] != "case":
+            out.setdefault(cells[0], {})[cells[1]] = sorted(re.findall(r"`([a-z-]+)`", cells[2]))
+    return out
+
+
+CASES = {"thousands of images, a fully connected first layer": work(2400),
+         "fewer images than the first layer has units": work(50),
+         "one local step (FedSGD)": work(10, first_layer=None, epochs=1),
+         "a convolutional first layer": work(2400, first_layer=None)}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_the_default_audit_is_what_the_readme_says(case: str) -> None:
+    assert chosen(CASES[case]) == documented()[case]
+
+
+def test_the_default_audit_leaves_out_what_does_not_fit() -> None:
+    roomy = chosen(work(50))["eavesdropper"]
+    assert "update-inversion" in roomy
+    tight = chosen(work(50), room=30 * 2**20)["eavesdropper"]  # 30 MB: 16 reference models do not fit
+    assert "rmia" not in tight and "update-inversion" in tight
+    hurried = chosen(work(2400), seconds=10.0)["eavesdropper"]  # 10 s: 16 models of 1,000 steps do not fit
+    assert "rmia" not in hurried and "inversion" in hurried
+
+
+def test_the_default_audit_runs_update_inversion_through_the_first_layer() -> None:
+    w = work(50)
+    threats = [THREAT_MODELS.get("eavesdropper")()]
+    (pick,) = [p for p in DefaultAudit({("eavesdropper", 0): (w, 1)}, {}, 8 * GIB, None).choose(threats)
+               if p.name == "update-inversion"]
+    attack, _ = pick.calls[0]
+    assert attack.settings.start == "first-layer"
+
+
+def result(victim: int, strategy: str, auc: float) -> AttackResult:
+    cls = ATTACKS.get("rmia")
+    return AttackResult(attack="rmia", threat_model="eavesdropper", run={}, victim=victim, reconstruction=strategy,
+                        settings={"reconstruction_request": "strongest", "reconstruction": strategy},
+                        metrics={"auc": auc}, metric_info=metric_table(cls.metrics))
+
+
+def test_the_strongest_strategy_is_chosen_on_the_other_victims(tmp_path: Path) -> None:
+    """attacks/README.md: each victim's strategy is the best on average over the other victims,
+    so a strategy that is best on one victim only by chance is not reported for it."""
+    aucs = {0: {"a": 0.60, "b": 0.55}, 1: {"a": 0.62, "b": 0.58}, 2: {"a": 0.50, "b": 0.70}}
+    paths = [result(v, s, auc).save(tmp_path / f"rmia-eavesdropper-{s}-victim{v}.json")
+             for v, by in aucs.items() for s, auc in by.items()]
+    written = {AttackResult.load(p).victim: AttackResult.load(p) for p in select_strongest(paths, tmp_path)}
+    # victim 0: on victims 1, 2 a averages 0.56, b 0.64 -> b; victim 1: a 0.55, b 0.625 -> b;
+    # victim 2: a 0.61, b 0.565 -> a (though b is best on victim 2 itself)
+    assert {v: r.settings["selected_strategy"] for v, r in written.items()} == {0: "b", 1: "b", 2: "a"}
+    assert {v: r.metrics["auc"] for v, r in written.items()} == {0: 0.55, 1: 0.58, 2: 0.50}
+    assert all(r.reconstruction == SELECTED and r.extra["selection"]["chosen_on_victims"] == sorted({0, 1, 2} - {v})
+               for v, r in written.items())
+
+
+def test_one_victim_has_nothing_to_choose_on(tmp_path: Path) -> None:
+    paths = [result(0, s, auc).save(tmp_path / f"r-{s}.json") for s, auc in (("a", 0.6), ("b", 0.7))]
+    (only,) = [AttackResult.load(p) for p in select_strongest(paths, tmp_path)]
+    assert not only.applicable and "two or more victims" in only.note
+
+
+def reconstruction_attacks() -> list[str]:
+    return [n for n, cls in ATTACKS.items() if "queries" not in cls.requires]
+
+
+def test_only_membership_attacks_are_handed_the_queries() -> None:
+    queries = Samples(torch.rand(4, 1, 8, 8), torch.arange(4))
+    from fedattack.attacks.view import Knowledge
+
+    know = Knowledge(aux=queries, queries=queries, victim_size=4, victim_class_counts=[1] * 4)
+    for name, cls in ATTACKS.items():
+        handed = know.for_attack(cls.requires)
+        assert len(handed.queries) == (4 if "queries" in cls.requires else 0), name
+    assert set(reconstruction_attacks()) >= {n for n, c in ATTACKS.items() if issubclass(c, DataReconstruction)}
+
+
+def destroyed(build: Any) -> Any:
+    """`truth.build` with the truth destroyed: the victim's images noise, membership inverted, its
+    private and deployed state noise, and the membership queries (which hold its images) noise."""
+
+    def build_destroyed(*args: Any, **kwargs: Any) -> Any:
+        knowledge, truth = build(*args, **kwargs)
+        gen = torch.Generator().manual_seed(123)
+        noise = Samples(torch.rand(truth.members.x.shape, generator=gen), truth.members.y)
+        queries = Samples(torch.rand(knowledge.queries.x.shape, generator=gen), knowledge.queries.y)
+        scramble = {k: torch.rand(v.shape, generator=gen) if v.is_floating_point() else v
+                    for k, v in truth.private.items()}
+        truth = dataclasses.replace(truth, members=noise, is_member=~np.asarray(truth.is_member), private=scramble,
+                                    deployed={k: torch.rand(v.shape, generator=gen) if v.is_floating_point() else v
+                                              for k, v in truth.deployed.items()})
+        return dataclasses.replace(knowledge, queries=queries), truth
+
+    return build_destroyed
+
+
+@pytest.mark.parametrize("name", reconstruction_attacks())
+def test_a_reconstruction_attack_never_sees_the_truth(name: str, fedavg_run: Path, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 39: the same reconstruction, byte for byte, when every piece of ground truth is destroyed."""
+    seen: list[bytes] = []
+    original = ATTACKS.get(name).run_many
+
+    def recording(self: Attack, advs: list[Any], gens: list[torch.Generator]) -> list[Any]:
+        out = original(self, advs, gens)
+        seen.append(b"".join(g.images.detach().numpy().tobytes() for g in out if hasattr(g, "images")))
+        return out
+
+    monkeypatch.setattr(ATTACKS.get(name), "run_many", recording)
+    spec = EvaluationSpec(threat_models=("eavesdropper",), attacks=(name,), victims=(1,), aux_size=100, eval_size=60,
+                          settings=dict(ATTACKS.get(name).fast_settings))
+    evaluate_run(fedavg_run, spec, tmp_path / "true", progress=False)
+    monkeypatch.setattr(truth_mod, "build", destroyed(truth_mod.build))
+    evaluate_run(fedavg_run, spec, tmp_path / "destroyed", progress=False)
+    assert len(seen) == 2 and seen[0] and seen[0] == seen[1]
+
+
+def test_destroying_the_truth_does_change_what_a_membership_attack_sees(fedavg_run: Path, tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check above could not pass by accident: a membership attack, which is handed the
+    queries, scores differently once they are destroyed."""
+    seen: list[bytes] = []
+    original = ATTACKS.get("rmia").run_many
+
+    def recording(self: Attack, advs: list[Any], gens: list[torch.Generator]) -> list[Any]:
+        out = original(self, advs, gens)
+        seen.append(b"".join(g.scores.tobytes() for g in out))
+        return out
+
+    monkeypatch.setattr(ATTACKS.get("rmia"), "run_many", recording)
+    spec = EvaluationSpec(threat_models=("eavesdropper",), attacks=("rmia",), victims=(1,), aux_size=100,
+                          eval_size=60, settings=dict(ATTACKS.get("rmia").fast_settings))
+    evaluate_run(fedavg_run, spec, tmp_path / "true", progress=False)
+    monkeypatch.setattr(truth_mod, "build", destroyed(truth_mod.build))
+    evaluate_run(fedavg_run, spec, tmp_path / "destroyed", progress=False)
+    assert len(seen) == 2 and seen[0] != seen[1]
+
+
+def test_an_experiment_evaluation_without_attacks_is_the_default_audit() -> None:
+    import tomllib
+
+    from fedattack.experiments.spec import parse
+
+    text = """
+name = "t"
+[[federation]]
+methods = ["fedavg"]
+[[evaluation]]
+threat-models = ["eavesdropper"]
+"""
+    (spec,) = parse(tomllib.loads(text)).evaluations[0].specs()
+    assert spec.attacks == ("default",) and spec.reconstruction == "strongest"
+    assert EvaluationSpec().attacks == ("default",) and EvaluationSpec().reconstruction == "strongest"
+
+
+def test_a_refusal_names_a_weaker_attack_of_the_family_that_fits() -> None:
+    from fedattack.attacks.plan import sibling
+
+    w = work(2400)
+    shokri = ATTACKS.get("membership")().cost(w, None)
+    assert sibling(ATTACKS.get("rmia")(), w, shokri.peak_bytes, None).startswith("--attack membership fits")
+    assert sibling(ATTACKS.get("rmia")(), w, 1, None) == ""
