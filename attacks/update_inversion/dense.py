@@ -27,7 +27,6 @@ from torch import nn
 
 from fedattack.attacks.update_inversion.objectives import State
 from fedattack.attacks.update_inversion.unmix import FirstLayer
-from fedattack.models.layers import FactorizedLinear
 from fedattack.target import Target
 
 Features = Callable[[State, torch.Tensor], torch.Tensor]
@@ -75,7 +74,7 @@ def dense_layer(target: Target, start: State, after: State, shape: tuple[int, ..
     for name, module in target.model.named_modules():
         if isinstance(module, nn.Linear):
             key, bias_key, width = f"{name}.weight", f"{name}.bias", module.in_features
-        elif isinstance(module, FactorizedLinear):
+        elif isinstance(getattr(module, "W_a", None), torch.Tensor):  # a factorised layer (WAFFLe's), by its shape
             key, bias_key, width = f"{name}.W_a", "", module.W_a.shape[0] - 1
         else:
             continue
