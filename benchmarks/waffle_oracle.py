@@ -1,7 +1,7 @@
 """A diagnostic plugin for issue #14: WAFFLe's dictionary trained with a selection fixed by group.
 
 WAFFLe's searched recipe never makes the minority of a multimodal partition pick factors of
-its own (docs/reproduction.md, "WAFFLe recipe search"). Two failures would look the same: the
+its own (docs/lab/reproduction.md, "WAFFLe recipe search"). Two failures would look the same: the
 selection is never learnt, or a personal selection would not help this factorised model (its
 output layer and its bias are shared by every client, majority and minority alike). This
 oracle separates them: every client's selection b is fixed by its group, never learnt, and

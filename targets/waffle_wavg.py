@@ -29,7 +29,7 @@ The server keeps the weights of the last rounds under `waffle.alpha.*` (never se
 Agents at weight 0 (`zero_weight`). Read literally ("keep", the default), an agent whose weight
 is 0 still updates its control variate every round; nothing pulls it back, it drifts by about
 -c a round and eventually overflows, which diverges WAFFLE on MNIST at lr 0.1 and 0.05
-(docs/reproduction-waffle-cgau.md). The paper's Algorithm 2, which may say what to do, is
+(docs/lab/reproduction-waffle-cgau.md). The paper's Algorithm 2, which may say what to do, is
 missing from the text we have. The stabilising variants: "freeze" leaves c_i untouched while
 the agent's weight is 0 (it still trains and sends dy, which the weights need, and dc = 0);
 "reset" restarts it from 0 (trained with and kept at c_i = 0). c_i is the agent's own, so the

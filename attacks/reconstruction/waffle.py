@@ -28,7 +28,7 @@ membership: in docs/privacy.md's membership-epochs sweep (the personalising WAFF
 Shokri and RMIA) it has the highest AUC in 10 (factors-fitted 0.013 higher in one,
 factors-prior-mean 0.016 in another), and is 0.04-0.12 above factors-inferred from 5 local
 epochs on (factors-inferred turns on 17-31 of 50 factors where the client's selection has
-46-50); on CIFAR-10 Table 3 (docs/reproduction.md) 0.559 against 0.523. On model inversion
+46-50); on CIFAR-10 Table 3 (docs/lab/reproduction.md) 0.559 against 0.523. On model inversion
 (Table 4, MNIST and Fashion-MNIST) the guesses are closer: factors-prior-mean highest,
 factors-all-on 0.4-0.7 dB PSNR below it and within 0.2 dB of factors-inferred; on update
 inversion every guess gave the same images. The other ranks follow those membership tables'

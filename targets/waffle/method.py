@@ -22,7 +22,7 @@ Bernoulli draw of b and one Kumaraswamy draw of v per step from the executor's `
 trained by the same SGD at the shared learning rate ("SGD ... for all methods", section IV.A.2).
 `selection_lr_scale` (not in the paper; default 1) lets pi, c and d step that many times faster:
 SGD sees them divided by its square root, and the private state keeps their own units. It is
-a diagnostic: at the paper's rate the selection barely leaves its prior (docs/reproduction.md).
+a diagnostic: at the paper's rate the selection barely leaves its prior (docs/lab/reproduction.md).
 
 Evaluation (section II.C.2): a client that has trained uses the current global {W_a, W_b, r}
 with b = pi_i = sigmoid(pi_logit), the mean of its q(b) (factors below `eval_threshold` are

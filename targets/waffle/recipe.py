@@ -1,7 +1,7 @@
 """WAFFLe's local recipe: the paper's literal one, and IBP-WF's, which personalises.
 
 Trained literally (plain SGD at the shared lr for every parameter, the paper's section IV.A.2),
-the private selection never leaves its prior (docs/reproduction.md). The WAFFLe authors'
+the private selection never leaves its prior (docs/lab/reproduction.md). The WAFFLe authors'
 factorisation comes from IBP-WF (Mehta et al., AISTATS 2021, github.com/nikhil-dce/IBP-WF,
 `train_continual.py` and `configs/*.yaml`; notes in ../shared/notes/methods-reference.md
 section 1), which trains differently. `recipe = "ibp-wf"` takes IBP-WF's choice wherever the
@@ -17,7 +17,7 @@ WAFFLe paper is silent; every choice is its own setting, so one can be changed a
 (1) IBP-WF splitCIFAR10: 10 -> 0.666 by 0.99 a step; its MNIST configs: constant 0.6-0.666.
 `temperature` (default 2/3) is the final or constant value.
 
-`recipe = "personal"` is ibp-wf with the second search's choices (docs/reproduction.md, "Second
+`recipe = "personal"` is ibp-wf with the second search's choices (docs/lab/reproduction.md, "Second
 search"; chosen on MNIST multimodal, seeds 0-1, 30 rounds; reported on held-out seeds 2-4 at
 100 rounds), the recipe that personalises. Any of them given explicitly overrides it:
 
