@@ -23,7 +23,9 @@ import torch
 
 from fedattack.attacks.active._reading import layer_update, ratio_images
 from fedattack.attacks.base import Adversary, NotApplicable, Scored
+from fedattack.attacks.cost import Cost, Workload
 from fedattack.attacks.data_reconstruction import DataReconstruction, Reconstructions
+from fedattack.attacks.inversion_cost import scoring_cost
 from fedattack.attacks.truth import GroundTruth
 from fedattack.attacks.update_inversion.image_metrics import assignment, ssim
 from fedattack.federation.active import Exchange, build_active
@@ -49,6 +51,13 @@ class Readout(DataReconstruction):
     name = "readout"
     metrics = READOUT_METRICS
     reads_wire: ClassVar[bool] = True  # needs no model rebuilt from the wire: it reads the wire itself
+
+    def cost(self, work: Workload, chunk: int | None = None) -> Cost:
+        """One pass over a round's tensors, then the matching that dominates: the victim's
+        images against the returned ones, and against as many public images `DRAWS` times."""
+        match = scoring_cost(work)
+        return Cost(match.seconds * (1 + DRAWS), match.peak_bytes,
+                    f"one round read; {work.samples:,} images matched {1 + DRAWS} times")
 
     def reconstruct(self, adv: Adversary, gen: torch.Generator) -> Reconstructions:
         active, victim = adv.view.active, adv.view.victim

@@ -41,8 +41,15 @@ class _Fronted:
         return self.front_apply(self._front_params, z)
 
     def wire_schema(self) -> WireSchema:
+        """The method's schema (its defences' dtypes applied) and the front's tensors, which
+        the same defences send as they send the method's (secure aggregation's ring elements)."""
         own = super().wire_schema()  # type: ignore[misc]
-        return WireSchema(downlink={**self.front_shapes, **own.downlink}, uplink={**self.front_shapes, **own.uplink})
+        front = WireSchema(downlink=self.front_shapes, uplink=self.front_shapes)
+        for defence in self.defences:  # type: ignore[attr-defined]  # the method's
+            front = defence.wire(front)
+        dtypes = {kind: {**front.dtypes.get(kind, {}), **own.dtypes.get(kind, {})} for kind in ("downlink", "uplink")}
+        return WireSchema(downlink={**front.downlink, **own.downlink}, uplink={**front.uplink, **own.uplink},
+                          dtypes=dtypes)
 
 
 def check_frontable(target: Target) -> None:

@@ -42,6 +42,7 @@ from fedattack.attacks.active._front import check_frontable, fronted, shaped_lik
 from fedattack.attacks.active._reading import normalised, ratio_images, share_read
 from fedattack.attacks.active.inconsistency import describe_isolation, singled_out, victim_uplink
 from fedattack.federation.active import ActiveSettings, ActiveThreatModel, Downlinks, Exchange, Readout
+from fedattack.options import one_of
 from fedattack.registry import UserError
 from fedattack.rng import generator
 from fedattack.target import ClientContext, LocalData, State, Target
@@ -67,8 +68,10 @@ class ImprintSettings(ActiveSettings):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.bins < 2 or self.measurement not in ("random", "brightness") or self.output not in ("sum", "linear"):
-            raise UserError("imprint needs bins >= 2, measurement random or brightness, output sum or linear")
+        if self.bins < 2:
+            raise UserError(f"imprint needs bins >= 2, got {self.bins}")
+        one_of(self.measurement, ("random", "brightness"), "imprint measurement")
+        one_of(self.output, ("sum", "linear"), "imprint output")
         if not (math.isfinite(self.alpha) and self.alpha >= 0):
             raise UserError(f"imprint alpha={self.alpha} must be a positive number (0: calibrated)")
 

@@ -27,6 +27,7 @@ from fedattack.attacks.update_inversion.unmix import Search
 from fedattack.options import one_of
 from fedattack.registry import UserError
 from fedattack.results import Metric
+from fedattack.suggest import did_you_mean
 
 SELECTIONS = ("strategy", "adaptive")
 LABELS = ("threat-model", "recovered")
@@ -119,7 +120,8 @@ class InversionSettings:
         if self.polish < 0:
             raise UserError(f"polish {self.polish} must be >= 0 (optimiser iterations after the first-layer reading)")
         if self.device != "cpu" and not (self.device.startswith("cuda") and torch.cuda.is_available()):
-            raise UserError(f"device {self.device!r}: use cpu, or cuda where a GPU is visible to torch "
+            raise UserError(f"device {self.device!r}{did_you_mean(self.device, ('cpu', 'cuda'))}: use cpu, or cuda "
+                            "where a GPU is visible to torch "
                             f"(here: {'yes' if torch.cuda.is_available() else 'none'})")
         if self.rounds < 0:
             raise UserError(f"rounds {self.rounds} must be >= 1 (the last K rounds seen), or 0 for all")

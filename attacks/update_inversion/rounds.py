@@ -96,7 +96,9 @@ def stacked_first_layer(adv: Adversary, count: int, shape: tuple[int, ...], wind
         msgs = adv.view.messages(client=victim, rounds={rnd})
         down = next((m.payload for m in msgs if m.kind == "downlink"), None)
         up = next((m.payload for m in msgs if m.kind == "uplink"), None)
-        decoded = target.decode(down, up) if down is not None and up is not None else None
+        if down is None or up is None:
+            continue
+        decoded = target.decode(down, up)
         if decoded is None:
             continue
         start = {k: down[k].detach().float() for k in decoded if k in down and down[k].shape == decoded[k].shape}

@@ -10,6 +10,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
+from fedattack.contract import WireSchema
 from fedattack.data import load_dataset, normalization
 from fedattack.data.partition import make_partition
 from fedattack.data.types import Dataset, Partition
@@ -84,7 +85,7 @@ def _train_federation(spec: FederationSpec, out: str | Path, data_root: str | No
         manifest = describe(spec, dataset, partition, target, recording, final)
         if adversary is not None:
             manifest["active_adversary"] = adversary.record()
-            manifest["wire_schema"] = widened(manifest["wire_schema"], adversary.wire_schema())
+            manifest["wire_schema"] = widened(manifest["wire_schema"], adversary.wire_schema(), target)
         summary = target.summarize(state.server, state.private, partition.groups())
         if summary:
             manifest["method_summary"] = summary
@@ -103,10 +104,14 @@ def active_adversary(spec: FederationSpec, target: Target, dataset: Dataset,
     return build_active(spec.active, target, knowledge)
 
 
-def widened(schema: dict[str, Any], extra: dict[str, dict[str, tuple[int, ...]]]) -> dict[str, Any]:
-    """The wire schema with the tensors an active server added (what crossed the wire is declared)."""
-    return {kind: {**shapes, **{n: list(s) for n, s in extra.get(kind, {}).items()}}
-            for kind, shapes in schema.items()}
+def widened(schema: dict[str, Any], extra: dict[str, dict[str, tuple[int, ...]]], target: Target) -> dict[str, Any]:
+    """The wire schema with the tensors an active server added (what crossed the wire is
+    declared), sent as the method's defences send the rest (secure aggregation: int64)."""
+    added = WireSchema(downlink=extra.get("downlink", {}), uplink=extra.get("uplink", {}))
+    for defence in target.defences:
+        added = defence.wire(added)
+    more = added.to_json()
+    return {kind: {**shapes, **more.get(kind, {})} for kind, shapes in schema.items()}
 
 
 def nonfinite(server: dict[str, torch.Tensor]) -> list[str]:
