@@ -120,7 +120,8 @@ class InversionSettings:
         if self.polish < 0:
             raise UserError(f"polish {self.polish} must be >= 0 (optimiser iterations after the first-layer reading)")
         if self.device != "cpu" and not (self.device.startswith("cuda") and torch.cuda.is_available()):
-            raise UserError(f"device {self.device!r}{did_you_mean(self.device, ('cpu', 'cuda'))}: use cpu, or cuda "
+            hint = "" if self.device.startswith("cuda") else did_you_mean(self.device, ("cpu", "cuda"))
+            raise UserError(f"device {self.device!r}{hint}: use cpu, or cuda "
                             "where a GPU is visible to torch "
                             f"(here: {'yes' if torch.cuda.is_available() else 'none'})")
         if self.rounds < 0:
