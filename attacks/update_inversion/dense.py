@@ -74,7 +74,7 @@ def dense_layer(target: Target, start: State, after: State, shape: tuple[int, ..
     for name, module in target.model.named_modules():
         if isinstance(module, nn.Linear):
             key, bias_key, width = f"{name}.weight", f"{name}.bias", module.in_features
-        elif isinstance(getattr(module, "W_a", None), torch.Tensor):  # a factorised layer (WAFFLe's), by its shape
+        elif factorised_dense(module):
             key, bias_key, width = f"{name}.W_a", "", module.W_a.shape[0] - 1
         else:
             continue
@@ -83,6 +83,12 @@ def dense_layer(target: Target, start: State, after: State, shape: tuple[int, ..
         return DenseLayer(name, key, width, layer_update(start, after, key, bias_key, width),
                           on_pixels=width == math.prod(shape) and _first_with_parameters(target, name))
     return None
+
+
+def factorised_dense(module: nn.Module) -> bool:
+    """A factorised dense layer (WAFFLe's), told by what it holds, since attacks import no
+    method: a `W_a` that multiplies [x, 1], and no convolution's padding."""
+    return isinstance(getattr(module, "W_a", None), torch.Tensor) and not hasattr(module, "padding")
 
 
 def layer_update(start: State, after: State, key: str, bias_key: str, width: int) -> FirstLayer:

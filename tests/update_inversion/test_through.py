@@ -100,3 +100,14 @@ def test_labels_are_counted_from_a_cnn_update(digits: Samples) -> None:
 def test_a_device_torch_cannot_see_is_refused_in_one_line() -> None:
     with pytest.raises(UserError, match="device 'cuda': use cpu, or cuda where a GPU is visible"):
         ATTACKS.get("update-inversion").from_options({"device": "cuda"})
+
+
+def test_waffles_factorised_cnn_is_read_at_its_first_dense_layer_not_a_convolution() -> None:
+    """WAFFLe factorises the convolutions too: each holds a `W_a` as the dense layers do, so the
+    first factorised module is a convolution; the reading must skip it (it once took conv1)."""
+    target = build("waffle-ibp", model="cifar-cnn", shape=(3, 32, 32))
+    down = initial_weights(target.model, torch.Generator().manual_seed(0))
+    up = {k: v + 0.01 for k, v in down.items()}
+    dense = dense_layer(target, down, up, (3, 32, 32))
+    assert dense is not None and dense.module == "fc1" and dense.weight_key == "fc1.W_a"
+    assert dense.inputs == 16 * 6 * 6 and not dense.on_pixels  # 32 -> conv 30 -> pool 15 -> conv 13 -> pool 6
