@@ -53,6 +53,7 @@ class Experiment:
 
 
 PERSONAL = {"recipe": "personal", "finetune_epochs": 0}  # one local epoch leaves no fine-tuning epoch
+VICTIMS = tuple(range(1, 11))  # the curve's held-out victims (10; client 0 tunes)
 EXPERIMENTS = {
     # Dimitrov et al. 2022: their CNN, 50 images, 10 epochs of 10 batches of 5, lr 0.004, at initialisation
     "dimitrov-mnist": Experiment("mnist", "dimitrov-cnn", 50, 10, 5, 0.004, 16, tuple(range(1, 16)), (0,)),
@@ -63,24 +64,24 @@ EXPERIMENTS = {
                                   {"start": "random", "labels": "recovered", "iterations": 2000, "step_size": 0.1,
                                    "tv": 1e-3}),
     # the local-work curve on the seeds' CNNs (their datasets' default rates); victim 0 tunes
-    "fmnist-cnn-1x1": Experiment("fmnist", "fmnist-cnn", 1, 1, 1, 0.02, 4, (1, 2, 3), (0,), POLISHED),
-    "fmnist-cnn-1x10": Experiment("fmnist", "fmnist-cnn", 10, 1, 10, 0.02, 4, (1, 2, 3), (0,), FROM_NOISE),
-    "fmnist-cnn-1e50b5": Experiment("fmnist", "fmnist-cnn", 50, 1, 5, 0.02, 4, (1, 2, 3), (0,), FROM_NOISE),
-    "fmnist-cnn-5e50b5": Experiment("fmnist", "fmnist-cnn", 50, 5, 5, 0.02, 4, (1, 2, 3), (0,),
+    "fmnist-cnn-1x1": Experiment("fmnist", "fmnist-cnn", 1, 1, 1, 0.02, 11, VICTIMS, (0,), POLISHED),
+    "fmnist-cnn-1x10": Experiment("fmnist", "fmnist-cnn", 10, 1, 10, 0.02, 11, VICTIMS, (0,), FROM_NOISE),
+    "fmnist-cnn-1e50b5": Experiment("fmnist", "fmnist-cnn", 50, 1, 5, 0.02, 11, VICTIMS, (0,), FROM_NOISE),
+    "fmnist-cnn-5e50b5": Experiment("fmnist", "fmnist-cnn", 50, 5, 5, 0.02, 11, VICTIMS, (0,),
                                     {**FROM_NOISE, "iterations": 100}),
-    "cifar-cnn-1x1": Experiment("cifar10", "cifar-cnn", 1, 1, 1, 0.02, 4, (1, 2, 3), (0,), POLISHED),
-    "cifar-cnn-1x10": Experiment("cifar10", "cifar-cnn", 10, 1, 10, 0.02, 4, (1, 2, 3), (0,), POLISHED),
-    "cifar-cnn-1e50b5": Experiment("cifar10", "cifar-cnn", 50, 1, 5, 0.02, 4, (1, 2, 3), (0,)),
-    "cifar-cnn-5e50b5": Experiment("cifar10", "cifar-cnn", 50, 5, 5, 0.02, 4, (1, 2, 3), (0,)),
+    "cifar-cnn-1x1": Experiment("cifar10", "cifar-cnn", 1, 1, 1, 0.02, 11, VICTIMS, (0,), POLISHED),
+    "cifar-cnn-1x10": Experiment("cifar10", "cifar-cnn", 10, 1, 10, 0.02, 11, VICTIMS, (0,), POLISHED),
+    "cifar-cnn-1e50b5": Experiment("cifar10", "cifar-cnn", 50, 1, 5, 0.02, 11, VICTIMS, (0,)),
+    "cifar-cnn-5e50b5": Experiment("cifar10", "cifar-cnn", 50, 5, 5, 0.02, 11, VICTIMS, (0,)),
     # WAFFLe on the same clients (the personalising recipe), every strategy, and the adaptive attacker
-    "waffle-fmnist-cnn-1x1": Experiment("fmnist", "fmnist-cnn", 1, 1, 1, 0.02, 4, (1, 2, 3), (0,), POLISHED,
+    "waffle-fmnist-cnn-1x1": Experiment("fmnist", "fmnist-cnn", 1, 1, 1, 0.02, 11, VICTIMS, (0,), POLISHED,
                                         "waffle-ibp", PERSONAL, "all"),
-    "waffle-fmnist-cnn-1x1-adaptive": Experiment("fmnist", "fmnist-cnn", 1, 1, 1, 0.02, 4, (1, 2, 3), (0,),
+    "waffle-fmnist-cnn-1x1-adaptive": Experiment("fmnist", "fmnist-cnn", 1, 1, 1, 0.02, 11, VICTIMS, (0,),
                                                  {**POLISHED, "selection": "adaptive"}, "waffle-ibp", PERSONAL,
                                                  "factors-inferred", federation="waffle-fmnist-cnn-1x1"),
-    "waffle-cifar-cnn-1x10": Experiment("cifar10", "cifar-cnn", 10, 1, 10, 0.02, 4, (1, 2, 3), (0,), POLISHED,
+    "waffle-cifar-cnn-1x10": Experiment("cifar10", "cifar-cnn", 10, 1, 10, 0.02, 11, VICTIMS, (0,), POLISHED,
                                         "waffle-ibp", PERSONAL, "all"),
-    "waffle-cifar-cnn-1x10-adaptive": Experiment("cifar10", "cifar-cnn", 10, 1, 10, 0.02, 4, (1, 2, 3), (0,),
+    "waffle-cifar-cnn-1x10-adaptive": Experiment("cifar10", "cifar-cnn", 10, 1, 10, 0.02, 11, VICTIMS, (0,),
                                                  {**POLISHED, "selection": "adaptive"}, "waffle-ibp", PERSONAL,
                                                  "factors-inferred", federation="waffle-cifar-cnn-1x10"),
 }
