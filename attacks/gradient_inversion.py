@@ -21,9 +21,8 @@ from typing import Any
 
 import torch
 
-from fedattack.attacks.base import Adversary, AuditRole
+from fedattack.attacks.base import AuditRole
 from fedattack.attacks.cost import GRAPH_PEAK, Cost, Workload, cheaper_setting
-from fedattack.attacks.data_reconstruction import Reconstructions
 from fedattack.attacks.inversion_cost import first_layer_applies, scoring_cost, unmix_cost
 from fedattack.attacks.update_inversion.family import POLISH_RATE, InversionSettings, UpdateInversionFamily
 from fedattack.attacks.update_inversion.gradient import MatchSettings, gradient_from_update, invert_gradient_jointly
@@ -49,7 +48,6 @@ class GradientInversion(UpdateInversionFamily):
     Settings = InversionSettings
     audit = AuditRole("reconstruction", strength=10)
     chunk_unit = "images"
-    _chunk: int | None = None
 
     def cost(self, work: Workload, chunk: int | None = None) -> Cost:
         s = self.settings
@@ -70,10 +68,6 @@ class GradientInversion(UpdateInversionFamily):
         if steps != 1:
             return f"the victim's update is {steps:,} local steps, not one gradient (update-inversion simulates them)"
         return {} if first_layer_applies(work) else {"start": "first-layer"}
-
-    def reconstruct(self, adv: Adversary, gen: torch.Generator) -> Reconstructions:
-        self._chunk = adv.chunk  # the planner's chunk for this call, read by `invert`
-        return super().reconstruct(adv, gen)
 
     def invert(self, update: VictimUpdate, labels: torch.Tensor, gen: torch.Generator,
                init: torch.Tensor | None = None) -> Inverted:

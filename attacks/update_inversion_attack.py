@@ -18,9 +18,8 @@ from typing import Any, ClassVar
 
 import torch
 
-from fedattack.attacks.base import Adversary, AuditRole
+from fedattack.attacks.base import AuditRole
 from fedattack.attacks.cost import GRAPH_PEAK, Cost, Workload, cheaper_setting
-from fedattack.attacks.data_reconstruction import Reconstructions
 from fedattack.attacks.inversion_cost import ASSIGN_SECONDS, first_layer_applies, scoring_cost, unmix_cost
 from fedattack.attacks.update_inversion.family import POLISH_RATE, InversionSettings, UpdateInversionFamily
 from fedattack.attacks.update_inversion.fedavg import PRIORS, UpdateSettings, invert_update_jointly
@@ -56,7 +55,6 @@ class UpdateInversion(UpdateInversionFamily):
     fast_settings: ClassVar[dict[str, Any]] = {"iterations": 2}
     audit = AuditRole("reconstruction", strength=20)
     chunk_unit = "local steps"
-    _chunk: int | None = None
 
     def cost(self, work: Workload, chunk: int | None = None) -> Cost:
         s = self.settings
@@ -77,10 +75,6 @@ class UpdateInversion(UpdateInversionFamily):
         noise = run_cost(work, dataclasses.replace(self.settings, start="random"), None)
         return (f"{why}; the optimiser from noise would simulate {work.local_steps():,} local steps an iteration, "
                 f"~{human_seconds(noise.seconds)} a victim (--attack update-inversion runs it)")
-
-    def reconstruct(self, adv: Adversary, gen: torch.Generator) -> Reconstructions:
-        self._chunk = adv.chunk  # the planner's segment for this call, read by `invert`
-        return super().reconstruct(adv, gen)
 
     def invert(self, update: VictimUpdate, labels: torch.Tensor, gen: torch.Generator,
                init: torch.Tensor | None = None) -> Inverted:

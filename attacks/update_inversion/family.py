@@ -136,6 +136,7 @@ class UpdateInversionFamily(DataReconstruction):
     metrics: ClassVar[tuple[Metric, ...]] = UPDATE_INVERSION_METRICS
     fast_settings: ClassVar[dict[str, Any]] = {"iterations": 2}
     _reader: FirstLayerReader | None = None
+    _chunk: int | None = None  # the planner's chunk for the current call (images or local steps), read by `invert`
 
     def invert(self, update: VictimUpdate, labels: torch.Tensor, gen: torch.Generator,
                init: torch.Tensor | None = None) -> Inverted:
@@ -144,6 +145,7 @@ class UpdateInversionFamily(DataReconstruction):
         raise NotImplementedError
 
     def reconstruct(self, adv: Adversary, gen: torch.Generator) -> Reconstructions:
+        self._chunk = adv.chunk
         update = on_device(victim_update(adv, adaptive_selection=self.settings.selection == "adaptive"),
                            self.settings.device)
         labels, label_note = recover_labels(update, adv, gen,
