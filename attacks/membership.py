@@ -81,7 +81,8 @@ class Membership(MembershipAttack):
         s = self.settings
         trained_on = offline_size(work, work.aux, s.shadow_in_fraction)
         shadows = references_cost(work, s.shadows, trained_on, work.queries + work.aux, "shadow models")
-        records = 2 * s.shadows * trained_on
+        # `records` balances in and out per class: as many of each as the smaller side holds
+        records = 2 * s.shadows * min(trained_on, max(1, work.aux - trained_on))
         fit = Cost(2 * records * FIT_SECONDS[s.classifier], 3 * records * work.classes * 8,
                    f"attack classifiers on {records:,} records")
         return shadows + fit
