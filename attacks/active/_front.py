@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from fedattack.defences.base import sent_through
 from fedattack.registry import UserError
 from fedattack.target import State, Target, WireSchema
 
@@ -44,9 +45,8 @@ class _Fronted:
         """The method's schema (its defences' dtypes applied) and the front's tensors, which
         the same defences send as they send the method's (secure aggregation's ring elements)."""
         own = super().wire_schema()  # type: ignore[misc]
-        front = WireSchema(downlink=self.front_shapes, uplink=self.front_shapes)
-        for defence in self.defences:  # type: ignore[attr-defined]  # the method's
-            front = defence.wire(front)
+        added = WireSchema(downlink=self.front_shapes, uplink=self.front_shapes)
+        front = sent_through(self.defences, added)  # type: ignore[attr-defined]  # the method's defences
         dtypes = {kind: {**front.dtypes.get(kind, {}), **own.dtypes.get(kind, {})} for kind in ("downlink", "uplink")}
         return WireSchema(downlink={**front.downlink, **own.downlink}, uplink={**front.uplink, **own.uplink},
                           dtypes=dtypes)

@@ -136,15 +136,20 @@ class _Defended:
         return f"{', '.join(hiding)} masks every uplink" if hiding else None
 
     def wire_schema(self) -> WireSchema:
-        schema = super().wire_schema()  # type: ignore[misc]  # the method's own
-        for defence in self.defences:
-            schema = defence.wire(schema)
-        return schema
+        return sent_through(self.defences, super().wire_schema())  # type: ignore[misc]  # the method's own
 
     def decode(self, down: Payload | None, up: Payload) -> State | None:
         if self.uplinks_hidden:
             return None
         return super().decode(down, up)  # type: ignore[misc]  # the method's own
+
+
+def sent_through(defences: Sequence[Defence], schema: WireSchema) -> WireSchema:
+    """`schema` as `defences` send it (innermost first): the dtypes each puts on the wire
+    instead. Also for tensors added beside a method's own (an active server's module)."""
+    for defence in defences:
+        schema = defence.wire(schema)
+    return schema
 
 
 class _DefendedTraining(_Defended):

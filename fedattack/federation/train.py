@@ -15,6 +15,7 @@ from fedattack.data import load_dataset, normalization
 from fedattack.data.partition import make_partition
 from fedattack.data.types import Dataset, Partition
 from fedattack.defences import defence_entries, make_target
+from fedattack.defences.base import sent_through
 from fedattack.federation.active import ActiveThreatModel, ServerKnowledge, build_active
 from fedattack.federation.executors import make_executor
 from fedattack.federation.loop import FederationState, RoundLoop, client_data
@@ -108,9 +109,7 @@ def widened(schema: dict[str, Any], extra: dict[str, dict[str, tuple[int, ...]]]
     """The wire schema with the tensors an active server added (what crossed the wire is
     declared), sent as the method's defences send the rest (secure aggregation: int64)."""
     added = WireSchema(downlink=extra.get("downlink", {}), uplink=extra.get("uplink", {}))
-    for defence in target.defences:
-        added = defence.wire(added)
-    more = added.to_json()
+    more = sent_through(target.defences, added).to_json()
     return {kind: {**shapes, **more.get(kind, {})} for kind, shapes in schema.items()}
 
 
