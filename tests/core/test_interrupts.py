@@ -16,6 +16,7 @@ import pytest
 from sklearn.neural_network import MLPClassifier
 
 from fedattack.interrupts import honour_interrupts
+from tests.hostile._cli import working
 
 
 def _soon(signum: int, delay: float = 0.3) -> threading.Timer:
@@ -64,7 +65,11 @@ def test_ctrl_c_during_evaluate_exits_130_and_adds_nothing(fedavg_run: Path, tmp
         [sys.executable, "-c", code, "evaluate", str(fedavg_run), "--attack", "membership",
          "--victim", "all", "--set", "shadows=32", "--out", str(out), "--quiet"],
         stderr=subprocess.PIPE, text=True)
-    _wait_until_staging(tmp_path, proc)  # a fixed sleep raced a fast CPU: the work was done first
+    deadline = time.monotonic() + 120  # a fixed sleep raced a fast CPU: the work was done first
+    while not working(proc, tmp_path, ".results.partial-*"):  # wait until it has begun staging
+        assert time.monotonic() < deadline, "the evaluation never began staging"
+        time.sleep(0.05)
+    time.sleep(0.5)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
@@ -72,12 +77,3 @@ def test_ctrl_c_during_evaluate_exits_130_and_adds_nothing(fedavg_run: Path, tmp
     assert not out.exists() or not list(out.glob("*.json"))
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging, no lock
 
-
-def _wait_until_staging(folder: Path, proc: subprocess.Popen[str], limit: float = 120.0) -> None:
-    """Wait until the evaluation has begun writing (its hidden staging sibling exists)."""
-    start = time.monotonic()
-    while not [p for p in folder.iterdir() if p.name.startswith(".")]:
-        assert proc.poll() is None, "the evaluation ended before it began staging"
-        assert time.monotonic() - start < limit, "no staging folder appeared"
-        time.sleep(0.05)
-    time.sleep(0.5)
