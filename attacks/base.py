@@ -131,6 +131,7 @@ class Attack:
     fast_settings: ClassVar[dict[str, Any]] = {}  # settings that keep a smoke test to seconds
     audit: ClassVar[AuditRole | None] = None  # its place in the default audit (None: not in it)
     chunk_unit: ClassVar[str] = ""  # what `Adversary.chunk` counts ("images", "models"); "": no chunks
+    reads_wire: ClassVar[bool] = False  # it reads the wire itself: no model is rebuilt for it (`readout`)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

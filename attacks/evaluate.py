@@ -214,7 +214,7 @@ def attack_victim(case: VictimCase, calls: list[Call], spec: EvaluationSpec, out
         note = nothing_seen(case.fed, tm, victim)
         return written + [not_applicable(c.attack, tm, victim, spec.seed, out, ctx, note) for c in runs]
     obs = view.observation()
-    wire = [c for c in runs if getattr(c.attack, "reads_wire", False)]
+    wire = [c for c in runs if c.attack.reads_wire]
     written += [read_wire(c, case, view, obs, spec, out, ctx, budget) for c in wire]
     runs = [c for c in runs if c not in wire]
     if not runs:
