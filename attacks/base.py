@@ -20,9 +20,9 @@ from typing import Any, ClassVar, final
 import torch
 from torchvision.utils import save_image
 
-from fedattack.attacks.cost import UNKNOWN, Cost, Workload
-from fedattack.attacks.reconstruction.base import Reconstructed, Reconstructor
-from fedattack.attacks.truth import GroundTruth
+from fedattack.attacks.evaluation.truth import GroundTruth
+from fedattack.attacks.hidden_parts.base import Reconstructed, Reconstructor
+from fedattack.attacks.planning.cost import UNKNOWN, Cost, Workload
 from fedattack.attacks.view import Knowledge, Observation, View
 from fedattack.provenance import software
 from fedattack.registry import ATTACKS, UserError

@@ -1,7 +1,7 @@
 """What the adversary has: its view of the wire, and what it knows besides.
 
 These are the only inputs an attack's `run` receives. Ground truth (who is a member, the
-victim's real images, its private state) lives in `fedattack.attacks.truth` and is a different
+victim's real images, its private state) lives in `fedattack.attacks.evaluation.truth` and is a different
 type, handed only to scorers after the attack has made its guesses. The one deliberate
 exception is the oracle's `deployed` model, an upper bound labelled as such everywhere.
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from fedattack.attacks.data import Samples
+from fedattack.attacks.evaluation.data import Samples
 from fedattack.target import State, Target
 from fedattack.wire import Payload, Transcript
 

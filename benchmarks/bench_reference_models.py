@@ -27,9 +27,9 @@ import numpy as np
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from fedattack.attacks import shadow
-from fedattack.attacks.data import Samples
-from fedattack.attacks.shadow import ShadowModels, shadow_splits
+from fedattack.attacks.membership import shadow
+from fedattack.attacks.evaluation.data import Samples
+from fedattack.attacks.membership.shadow import ShadowModels, shadow_splits
 from fedattack.attacks.view import Observation
 from fedattack.data import load_dataset
 from fedattack.federation.executor_plugins.batched import BatchedExecutor

@@ -31,10 +31,10 @@ from typing import Any
 import torch
 
 from fedattack.attacks.base import Adversary
-from fedattack.attacks.data import Samples
-from fedattack.attacks.reconstruction.base import RECONSTRUCTIONS, Reconstructed, Reconstructor
-from fedattack.attacks.update_inversion.image_metrics import score_images
-from fedattack.attacks.update_inversion.local_run import LocalRecipe, simulate_local_run
+from fedattack.attacks.evaluation.data import Samples
+from fedattack.attacks.hidden_parts.base import RECONSTRUCTIONS, Reconstructed, Reconstructor
+from fedattack.attacks.data_reconstruction.image_metrics import score_images
+from fedattack.attacks.data_reconstruction.local_run import LocalRecipe, simulate_local_run
 from fedattack.attacks.view import Knowledge, Observation, View
 from fedattack.data import load_dataset
 from fedattack.registry import ATTACKS, TARGETS

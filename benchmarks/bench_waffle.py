@@ -210,7 +210,7 @@ def inversion(args: argparse.Namespace, common: dict[str, Any], results: dict[st
 
     from _measure import spec_for
 
-    from fedattack.attacks.inversion import InversionSettings, invert, invert_many
+    from fedattack.attacks.model_inversion.inversion import InversionSettings, invert, invert_many
     from fedattack.data import load_dataset
     from fedattack.federation.train import build_target
     from fedattack.rng import generator

@@ -54,8 +54,8 @@ def one_step(data: Any, b: int, seed: int) -> tuple[torch.Tensor, dict[str, torc
 
 def read_spear(down: dict[str, torch.Tensor], up: dict[str, torch.Tensor], b: int, shape: tuple[int, ...],
                mean: tuple[float, ...], std: tuple[float, ...], samples: int) -> torch.Tensor:
-    from fedattack.attacks.update_inversion.levels import pixel_normalisation
-    from fedattack.attacks.update_inversion.spear import disaggregate
+    from fedattack.attacks.data_reconstruction.levels import pixel_normalisation
+    from fedattack.attacks.data_reconstruction.spear import disaggregate
 
     dw = (up["fc1.weight"] - down["fc1.weight"]).double().numpy()
     db = (up["fc1.bias"] - down["fc1.bias"]).double().numpy()
@@ -69,7 +69,7 @@ def read_spear(down: dict[str, torch.Tensor], up: dict[str, torch.Tensor], b: in
 
 def read_unmix(down: dict[str, torch.Tensor], up: dict[str, torch.Tensor], b: int, shape: tuple[int, ...],
                mean: tuple[float, ...], std: tuple[float, ...], levels: int, programs: int) -> torch.Tensor:
-    from fedattack.attacks.update_inversion.unmix import Search, first_layer_update, unmix
+    from fedattack.attacks.data_reconstruction.unmix import Search, first_layer_update, unmix
 
     layer = first_layer_update(down, up, shape)
     assert layer is not None
@@ -79,8 +79,8 @@ def read_unmix(down: dict[str, torch.Tensor], up: dict[str, torch.Tensor], b: in
 
 
 def main() -> None:
-    from fedattack.attacks.update_inversion.image_metrics import score_images
-    from fedattack.attacks.update_inversion.levels import pixel_levels
+    from fedattack.attacks.data_reconstruction.image_metrics import score_images
+    from fedattack.attacks.data_reconstruction.levels import pixel_levels
     from fedattack.data import load_dataset
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from fedattack.attacks.evaluate import evaluate_run
+from fedattack.attacks.evaluation.evaluate import evaluate_run
 from fedattack.defences import parse_defence
 from fedattack.evaluation import EvaluationSpec
 from fedattack.federation.active import parse_active

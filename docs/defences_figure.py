@@ -28,7 +28,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from scipy.stats import t  # noqa: E402
 
-from fedattack.attacks.membership_metrics import intervals, pooled, ranking  # noqa: E402
+from fedattack.attacks.membership.metrics import intervals, pooled, ranking  # noqa: E402
 
 METHODS = {"fedavg": "FedAvg", "waffle-ibp": "WAFFLe (searched recipe)"}
 RECIPES = {"personal": "WAFFLe (personal recipe)"}  # waffle-ibp's named recipes, labelled apart

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-from fedattack.attacks.membership_metrics import (
+from fedattack.attacks.membership.metrics import (
     FPR_LEVELS,
     auc_of,
     intervals,
@@ -100,7 +100,7 @@ def uplink_accuracy(run_dir: str, victims: list[int], data_root: str | None) -> 
     records and on its local test records: how far the attacked models overfit."""
     import torch
 
-    from fedattack.attacks.reconstruction.base import decoded, log_probs
+    from fedattack.attacks.hidden_parts.base import decoded, log_probs
     from fedattack.attacks.view import Observation
     from fedattack.data import load_dataset
     from fedattack.federation.loop import client_data

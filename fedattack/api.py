@@ -87,8 +87,8 @@ def evaluate(run: Run | str | Path, out: str | Path | None = None, *,
     ("45m" or seconds) are its budget, `show_plan` prints the plan first; `options` are
     `EvaluationSpec`'s (settings=, reconstruction=, aux_size=, eval_size=, max_queries=, seed=,
     executor=)."""
-    from fedattack.attacks.evaluate import evaluate_run
-    from fedattack.attacks.planning import budget_of, is_default
+    from fedattack.attacks.evaluation.evaluate import evaluate_run
+    from fedattack.attacks.planning.planner import budget_of, is_default
     from fedattack.evaluation import EvaluationSpec
     from fedattack.resources import parse_duration, parse_size
     from fedattack.results import AttackResult

@@ -4,7 +4,7 @@ One frozen value describes how a trained federation is attacked: by which threat
 attacks, which victims, how hidden parts are guessed, how the test split is cut into the
 adversary's and the scorer's pools, the seed, and the attacks' settings. The CLI's `evaluate`,
 a TOML experiment's `[[evaluation]]` entry (one spec per seed) and the Python API all build
-this, and `fedattack.attacks.evaluate.evaluate_run(run, spec, out)` runs it. The spec checks
+this, and `fedattack.attacks.evaluation.evaluate.evaluate_run(run, spec, out)` runs it. The spec checks
 its own values (one-line `UserError`s); names are checked against the registries when it runs,
 so plugins loaded later still count. The core never imports the attacks.
 """

@@ -3,7 +3,7 @@ reconstruction strategy) that leaks most on average over the *other* victims.
 
 The maximum of several noisy measurements overstates each one, so the verdict never reports the
 best of several attacks as measured on the same victims. As `fedattack evaluate` does for
-reconstruction strategies (`attacks/selection.py`: results under reconstruction `selected`,
+reconstruction strategies (`attacks/evaluation/selection.py`: results under reconstruction `selected`,
 with `extra.selection`), each victim's number comes from the candidate best on the other
 victims, leave one out; over the victims, the chosen numbers estimate what an adversary that
 picks its attack on past victims gets from the next one. Where evaluate already chose a
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from fedattack.reports.collect import LoadedResult
 from fedattack.reports.families import Unit, unit, values
 
-SELECTED = "selected"  # evaluate's honestly selected strategy (attacks/selection.py)
+SELECTED = "selected"  # evaluate's honestly selected strategy (attacks/evaluation/selection.py)
 
 
 @dataclass

@@ -7,7 +7,7 @@ deployed model, `target.deployed(server state, private state)`, and its local mo
 its last local training (its last uplink merged into that round's downlink, with its private
 state: for FedAvg the uplink model itself, for a method with private parts the model the
 client had in hand). Each attack runs on each held model and the result keeps, per metric, the
-strongest value and which model gave it (`attacks/upper_bound.py`), so the bound is at least
+strongest value and which model gave it (`attacks/evaluation/upper_bound.py`), so the bound is at least
 what the eavesdropper or the server gets from the same messages: the deployed model alone is
 often weaker than the freshly trained uplink the eavesdropper reads. Every result it produces
 has `upper_bound=True`.
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fedattack.attacks.shadow import deployed_alone
+from fedattack.attacks.membership.shadow import deployed_alone
 from fedattack.attacks.threat_models.base import RunFacts, ThreatModel
 from fedattack.attacks.view import Channel, Knows
 from fedattack.target import State

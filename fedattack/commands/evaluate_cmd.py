@@ -133,9 +133,9 @@ def evaluate_command(run_dir: str, threat_models: tuple[str, ...], attacks: tupl
     replaced, previous = (previous, []) if force else ([], previous)
     import torch  # here, not at the top: `fedattack --help` must not wait for torch
 
-    from fedattack.attacks.evaluate import evaluate_run
-    from fedattack.attacks.planning import budget_of, is_default
-    from fedattack.attacks.summary import write_summary
+    from fedattack.attacks.evaluation.evaluate import evaluate_run
+    from fedattack.attacks.evaluation.summary import write_summary
+    from fedattack.attacks.planning.planner import budget_of, is_default
 
     torch.set_num_threads(threads)
     require_user_plugins(Path(run_dir), models, datasets)
@@ -149,7 +149,7 @@ def evaluate_command(run_dir: str, threat_models: tuple[str, ...], attacks: tupl
                                 echo=click.echo) if spec.victims else [])
     remove_results(p for p in replaced if p not in written)  # --force: only once the new ones are in
     if previous and written:  # --resume: the strongest strategy is chosen again over every victim
-        from fedattack.attacks.selection import select_strongest
+        from fedattack.attacks.evaluation.selection import select_strongest
         select_strongest(result_files(out_dir), out_dir)
     every = result_files(out_dir)  # the summary covers the whole folder, old results included
     write_summary(out_dir / "summary.json", every)
@@ -245,8 +245,8 @@ def remaining(spec: EvaluationSpec, fed: Federation, previous: list[Path]) -> Ev
     """The spec without the victims whose every (threat model, attack) result is already there."""
     if not previous:
         return spec
-    from fedattack.attacks.default_audit import DEFAULT
-    from fedattack.attacks.request import names, parse_victims
+    from fedattack.attacks.evaluation.request import names, parse_victims
+    from fedattack.attacks.planning.default_audit import DEFAULT
     from fedattack.registry import ATTACKS, THREAT_MODELS
 
     threats = names(spec.threat_models, THREAT_MODELS.names())

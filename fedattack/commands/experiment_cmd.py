@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class RunEvaluator:
-    """The runner's evaluate step, backed by `fedattack.attacks.evaluate.evaluate_run`; a class at
+    """The runner's evaluate step, backed by `fedattack.attacks.evaluation.evaluate.evaluate_run`; a class at
     module level so that a backend can send it to a worker process or a Ray node."""
 
     data_root: str | None
@@ -30,8 +30,8 @@ class RunEvaluator:
     seconds: float | None = None  # each cell's time budget
 
     def __call__(self, job: EvalJob, run_dir: Path, out: Path) -> None:
-        from fedattack.attacks.evaluate import evaluate_run
-        from fedattack.attacks.planning import budget_of, is_default
+        from fedattack.attacks.evaluation.evaluate import evaluate_run
+        from fedattack.attacks.planning.planner import budget_of, is_default
         evaluate_run(run_dir, job.spec, out, data_root=self.data_root, progress=self.progress,
                      diverged="not-applicable",  # a diverged cell is recorded, the sweep goes on
                      budget=budget_of(self.memory, self.seconds, is_default(job.spec)))
@@ -100,9 +100,9 @@ def check_attacks_and_papers(exp: Any) -> Any:
     `shadows = 1`), so that equal evaluations have one address and run once."""
     import dataclasses
 
-    from fedattack.attacks.default_audit import check_options
-    from fedattack.attacks.planning import is_default
-    from fedattack.attacks.request import build_attacks, names
+    from fedattack.attacks.evaluation.request import build_attacks, names
+    from fedattack.attacks.planning.default_audit import check_options
+    from fedattack.attacks.planning.planner import is_default
     from fedattack.registry import ATTACKS, THREAT_MODELS
     from fedattack.reports.paper_numbers import lookup
 

@@ -16,7 +16,7 @@ SECTIONS = {
     "methods": RegistryRef("fedattack.registry", "TARGETS"),
     "attacks": RegistryRef("fedattack.registry", "ATTACKS"),
     "threat-models": RegistryRef("fedattack.registry", "THREAT_MODELS"),
-    "reconstructions": RegistryRef("fedattack.attacks.reconstruction.base", "RECONSTRUCTIONS"),
+    "reconstructions": RegistryRef("fedattack.attacks.hidden_parts.base", "RECONSTRUCTIONS"),
     "datasets": RegistryRef("fedattack.registry", "DATASETS"),
     "partitions": RegistryRef("fedattack.registry", "PARTITIONS"),
     "models": RegistryRef("fedattack.registry", "MODELS"),

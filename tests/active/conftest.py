@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from fedattack.attacks.evaluate import evaluate_run
+from fedattack.attacks.evaluation.evaluate import evaluate_run
 from fedattack.defences import parse_defence
 from fedattack.evaluation import EvaluationSpec
 from fedattack.federation.active import parse_active

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fedattack.attacks.evaluate import evaluate_run
+from fedattack.attacks.evaluation.evaluate import evaluate_run
 from fedattack.evaluation import EvaluationSpec
 from fedattack.federation.rundir import Federation
 from fedattack.results import AttackResult

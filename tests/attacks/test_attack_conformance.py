@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from fedattack.attacks.evaluate import evaluate_run
-from fedattack.attacks.membership_family import MembershipAttack
+from fedattack.attacks.evaluation.evaluate import evaluate_run
+from fedattack.attacks.membership.family import MembershipAttack
 from fedattack.evaluation import EvaluationSpec
 from fedattack.registry import ATTACKS, TARGETS, THREAT_MODELS
 from fedattack.results import AttackResult

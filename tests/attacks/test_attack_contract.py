@@ -11,10 +11,10 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from fedattack.attacks.data import Samples
-from fedattack.attacks.data_reconstruction import MAX_PSNR, DataReconstruction, Reconstructions
-from fedattack.attacks.membership_family import MembershipAttack
-from fedattack.attacks.reconstruction.base import RECONSTRUCTIONS
+from fedattack.attacks.data_reconstruction.family import MAX_PSNR, DataReconstruction, Reconstructions
+from fedattack.attacks.evaluation.data import Samples
+from fedattack.attacks.hidden_parts.base import RECONSTRUCTIONS
+from fedattack.attacks.membership.family import MembershipAttack
 from fedattack.attacks.threat_models.base import RunFacts, ThreatModel
 from fedattack.attacks.view import UNKNOWN_LABEL, Channel, Knowledge, Knows
 from fedattack.cli import cli

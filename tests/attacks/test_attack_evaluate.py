@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from fedattack.attacks.evaluate import evaluate_run
+from fedattack.attacks.evaluation.evaluate import evaluate_run
 from fedattack.cli import main
 from fedattack.evaluation import EvaluationSpec
 from fedattack.registry import UserError
@@ -102,7 +102,7 @@ def test_batched_evaluation_inverts_every_victim_at_once(fedavg_run: Path, tmp_p
     """With the batched executor model inversion runs once over every victim's models (the
     oracle's held models included), after the loop; its results are saved where the loop would
     have saved them and agree with one victim at a time within float tolerance."""
-    import fedattack.attacks.inversion as inversion
+    import fedattack.attacks.model_inversion.inversion as inversion
     sizes: list[int] = []
     real = inversion.invert_many
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedattack.attacks.membership_metrics import all_metrics, best_threshold, ranking
+from fedattack.attacks.membership.metrics import all_metrics, best_threshold, ranking
 
 
 def test_perfect_and_reversed_scores() -> None:

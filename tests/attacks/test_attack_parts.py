@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from fedattack.attacks.data import Samples
-from fedattack.attacks.inversion import InversionSettings, invert
-from fedattack.attacks.shadow import shadow_splits
-from fedattack.attacks.truth import membership_queries
+from fedattack.attacks.evaluation.data import Samples
+from fedattack.attacks.evaluation.truth import membership_queries
+from fedattack.attacks.membership.shadow import shadow_splits
+from fedattack.attacks.model_inversion.inversion import InversionSettings, invert
 
 
 class RegionModel:

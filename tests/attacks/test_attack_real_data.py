@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from fedattack.attacks.evaluate import evaluate_run
+from fedattack.attacks.evaluation.evaluate import evaluate_run
 from fedattack.evaluation import EvaluationSpec
 from fedattack.results import AttackResult
 from fedattack.target import Recipe

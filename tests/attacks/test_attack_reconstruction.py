@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from fedattack.attacks.reconstruction.base import resolve
-from fedattack.attacks.reconstruction.waffle import movement, two_means_high
+from fedattack.attacks.hidden_parts.base import resolve
+from fedattack.attacks.hidden_parts.waffle import movement, two_means_high
 from fedattack.federation.rundir import Federation
 from fedattack.registry import THREAT_MODELS, UserError
 from fedattack.target import Recipe
@@ -56,7 +56,7 @@ def test_waffle_gets_factor_guesses_not_the_bare_uplink() -> None:
 def test_auto_guesses_waffles_selection_with_the_strongest_measured_strategy() -> None:
     """`auto` is what a default audit reports, so it must not be the guess that measured weakest
     for membership (factors-inferred, 0.04-0.12 AUC below factors-all-on; see the module
-    docstring of attacks/reconstruction/waffle.py)."""
+    docstring of attacks/hidden_parts/waffle.py)."""
     target = make("waffle-ibp")
     (auto,) = resolve("auto", target, UP_DOWN, deployed_only=False)
     assert auto.name == "factors-all-on"

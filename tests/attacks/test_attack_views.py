@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from fedattack.attacks.evaluate import evaluate_run
+from fedattack.attacks.evaluation.evaluate import evaluate_run
 from fedattack.evaluation import EvaluationSpec
 from fedattack.federation.rundir import Federation
 from fedattack.registry import THREAT_MODELS, load_plugin_file

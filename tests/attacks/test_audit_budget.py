@@ -12,10 +12,10 @@ import pytest
 import torch
 
 from fedattack.attacks.base import Attack
-from fedattack.attacks.cost import Budget
-from fedattack.attacks.default_audit import FAMILIES
-from fedattack.attacks.evaluate import evaluate_run
-from fedattack.attacks.plan import Plan
+from fedattack.attacks.evaluation.evaluate import evaluate_run
+from fedattack.attacks.planning.cost import Budget
+from fedattack.attacks.planning.default_audit import FAMILIES
+from fedattack.attacks.planning.plan import Plan
 from fedattack.evaluation import EvaluationSpec
 from fedattack.registry import ATTACKS, UserError
 from fedattack.resources import parse_duration, parse_size
@@ -60,7 +60,7 @@ def one_probe(monkeypatch: pytest.MonkeyPatch) -> None:
     """Both evaluations plan from the same probe: its memory figures (the bytes autograd saves,
     told apart by address) move a little from run to run, and a budget set one byte short of
     the first plan's need was met by the second's, unchunked, on a loaded CI machine."""
-    from fedattack.attacks import planning
+    from fedattack.attacks.planning import planner as planning
 
     measured: dict[tuple[object, ...], Any] = {}
     real = planning.measure
@@ -106,7 +106,7 @@ def test_a_tiny_budget_chunks_or_refuses(name: str, server_run: Path, tmp_path: 
 def test_update_inversion_in_segments_is_the_same_run(server_run: Path, tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """Recomputing the simulated run segment by segment changes the memory, not the numbers."""
-    from fedattack.attacks.update_inversion.local_run import LocalRecipe, simulate_local_run
+    from fedattack.attacks.data_reconstruction.local_run import LocalRecipe, simulate_local_run
 
     net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
     params = {k: v.detach() for k, v in net.named_parameters()}
@@ -124,7 +124,7 @@ def test_update_inversion_in_segments_is_the_same_run(server_run: Path, tmp_path
 
 
 def test_gradient_matching_in_chunks_is_the_same_loss_and_gradient() -> None:
-    from fedattack.attacks.update_inversion.gradient import MatchSettings, invert_gradient_jointly
+    from fedattack.attacks.data_reconstruction.gradient import MatchSettings, invert_gradient_jointly
 
     net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
     params = {k: v.detach() for k, v in net.named_parameters()}

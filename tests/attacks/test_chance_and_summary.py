@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from fedattack import rates
-from fedattack.attacks.membership_family import per_query
-from fedattack.attacks.membership_metrics import statistics
-from fedattack.attacks.summary import summarize
+from fedattack.attacks.evaluation.summary import summarize
+from fedattack.attacks.membership.family import per_query
+from fedattack.attacks.membership.metrics import statistics
 from fedattack.results import AttackResult
 
 

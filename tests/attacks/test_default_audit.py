@@ -12,14 +12,14 @@ import numpy as np
 import pytest
 import torch
 
-from fedattack.attacks import truth as truth_mod
 from fedattack.attacks.base import Attack
-from fedattack.attacks.cost import Probe, Workload
-from fedattack.attacks.data import Samples
-from fedattack.attacks.data_reconstruction import DataReconstruction
-from fedattack.attacks.default_audit import DefaultAudit
-from fedattack.attacks.evaluate import evaluate_run
-from fedattack.attacks.selection import SELECTED, select_strongest
+from fedattack.attacks.data_reconstruction.family import DataReconstruction
+from fedattack.attacks.evaluation import truth as truth_mod
+from fedattack.attacks.evaluation.data import Samples
+from fedattack.attacks.evaluation.evaluate import evaluate_run
+from fedattack.attacks.evaluation.selection import SELECTED, select_strongest
+from fedattack.attacks.planning.cost import Probe, Workload
+from fedattack.attacks.planning.default_audit import DefaultAudit
 from fedattack.evaluation import EvaluationSpec
 from fedattack.registry import ATTACKS, THREAT_MODELS
 from fedattack.results import AttackResult, metric_table
@@ -207,7 +207,7 @@ threat-models = ["eavesdropper"]
 
 
 def test_a_refusal_names_a_weaker_attack_of_the_family_that_fits() -> None:
-    from fedattack.attacks.plan import sibling
+    from fedattack.attacks.planning.plan import sibling
 
     w = work(2400)
     shokri = ATTACKS.get("membership")().cost(w, None)

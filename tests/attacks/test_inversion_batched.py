@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fedattack.attacks.inversion import InversionSettings, invert, invert_many
+from fedattack.attacks.model_inversion.inversion import InversionSettings, invert, invert_many
 from fedattack.data import load_dataset
 from fedattack.federation.train import build_target
 from fedattack.rng import generator

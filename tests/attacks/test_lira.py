@@ -22,11 +22,11 @@ import numpy as np
 import pytest
 import torch
 
-from fedattack.attacks.data import Samples
-from fedattack.attacks.evaluate import evaluate_run
-from fedattack.attacks.membership_family import MembershipAttack
-from fedattack.attacks.membership_metrics import pooled, ranking
-from fedattack.attacks.reference_models import online_plan
+from fedattack.attacks.evaluation.data import Samples
+from fedattack.attacks.evaluation.evaluate import evaluate_run
+from fedattack.attacks.membership.family import MembershipAttack
+from fedattack.attacks.membership.metrics import pooled, ranking
+from fedattack.attacks.membership.reference_models import online_plan
 from fedattack.data.sources.digits import load as load_digits
 from fedattack.data.types import Dataset
 from fedattack.evaluation import EvaluationSpec

@@ -19,9 +19,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from fedattack.attacks.data import Samples
-from fedattack.attacks.evaluate import evaluate_run
-from fedattack.attacks.truth import membership_queries
+from fedattack.attacks.evaluation.data import Samples
+from fedattack.attacks.evaluation.evaluate import evaluate_run
+from fedattack.attacks.evaluation.truth import membership_queries
 from fedattack.evaluation import EvaluationSpec
 from fedattack.registry import ATTACKS
 from fedattack.results import AttackResult

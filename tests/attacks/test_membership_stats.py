@@ -11,8 +11,8 @@ import torch
 from scipy import stats
 from sklearn import metrics as skm
 
-from fedattack.attacks.membership_metrics import chance_test, intervals, measurable, ranking, statistics, tpr_at_fpr
-from fedattack.attacks.reference_models import logit_confidence
+from fedattack.attacks.membership.metrics import chance_test, intervals, measurable, ranking, statistics, tpr_at_fpr
+from fedattack.attacks.membership.reference_models import logit_confidence
 
 
 def simulate(rng: np.random.Generator, d: float, n1: int, n0: int) -> tuple[np.ndarray, np.ndarray]:

@@ -22,12 +22,12 @@ import pytest
 import torch
 
 from fedattack.attacks.base import Adversary
-from fedattack.attacks.data import Samples
-from fedattack.attacks.membership_metrics import auc_of
-from fedattack.attacks.reconstruction.base import Reconstructor
-from fedattack.attacks.reconstruction.generic import Decoded
+from fedattack.attacks.evaluation.data import Samples
+from fedattack.attacks.evaluation.truth import membership_queries
+from fedattack.attacks.hidden_parts.base import Reconstructor
+from fedattack.attacks.hidden_parts.generic import Decoded
+from fedattack.attacks.membership.metrics import auc_of
 from fedattack.attacks.threat_models.server import Server
-from fedattack.attacks.truth import membership_queries
 from fedattack.attacks.view import Knowledge
 from fedattack.data import load_dataset
 from fedattack.federation.loop import client_data

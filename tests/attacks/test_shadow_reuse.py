@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from fedattack.attacks import shadow
-from fedattack.attacks.evaluate import evaluate_run
+from fedattack.attacks.evaluation.evaluate import evaluate_run
+from fedattack.attacks.membership import shadow
 from fedattack.evaluation import EvaluationSpec
 from fedattack.federation.rundir import Federation
 from fedattack.results import AttackResult
@@ -41,7 +41,8 @@ def test_each_shadow_set_trains_once_and_reuse_changes_nothing(waffle_run: Path,
             calls.append(1)
         return train(self, *args, **kwargs)
 
-    from fedattack.attacks import planning, probe
+    from fedattack.attacks.planning import planner as planning
+    from fedattack.attacks.planning import probe
 
     measured = probe.measure(Federation(waffle_run).target())  # the plan's probe trains clients of its own
     monkeypatch.setattr(planning, "measure", lambda *args, **kwargs: measured)

@@ -17,12 +17,12 @@ import torch
 import torch.nn.functional as F
 
 from fedattack.attacks.base import Adversary, NotApplicable
-from fedattack.attacks.data import Samples
-from fedattack.attacks.evaluate import evaluate_run
-from fedattack.attacks.reconstruction.base import RECONSTRUCTIONS, Reconstructed, Reconstructor
-from fedattack.attacks.update_inversion.family import UpdateInversionFamily
-from fedattack.attacks.update_inversion.image_metrics import psnr_matrix
-from fedattack.attacks.update_inversion.levels import pixel_levels
+from fedattack.attacks.data_reconstruction.image_metrics import psnr_matrix
+from fedattack.attacks.data_reconstruction.inversion_family import UpdateInversionFamily
+from fedattack.attacks.data_reconstruction.levels import pixel_levels
+from fedattack.attacks.evaluation.data import Samples
+from fedattack.attacks.evaluation.evaluate import evaluate_run
+from fedattack.attacks.hidden_parts.base import RECONSTRUCTIONS, Reconstructed, Reconstructor
 from fedattack.attacks.view import Channel, Knowledge, Observation, View
 from fedattack.data import load_dataset
 from fedattack.evaluation import EvaluationSpec

@@ -14,7 +14,7 @@ from fedattack.commands.list_cmd import SECTIONS
 from fedattack.commands.options import RegistryName
 from fedattack.source_scan import Classes, registered
 
-RECONSTRUCTIONS = RegistryRef("fedattack.attacks.reconstruction.base", "RECONSTRUCTIONS")
+RECONSTRUCTIONS = RegistryRef("fedattack.attacks.hidden_parts.base", "RECONSTRUCTIONS")
 
 
 def _modules_after(code: str) -> set[str]:

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from fedattack.registry import ALL_REGISTRIES, TARGETS, UserError
 from fedattack.suggest import close_matches, did_you_mean
 
-for _module in ("fedattack.attacks.reconstruction.base", "fedattack.federation.executors",
+for _module in ("fedattack.attacks.hidden_parts.base", "fedattack.federation.executors",
                 "fedattack.defences.base", "fedattack.experiments.backends.base"):
     importlib.import_module(_module)  # each declares a registry of its own
 
@@ -75,7 +75,7 @@ def build(kind: str, name: str, overrides: dict[str, Any]) -> Any:
     if kind == "target":
         return TARGETS.get(name).make_hyper(overrides)
     if kind == "attack":
-        from fedattack.attacks.request import build_attacks
+        from fedattack.attacks.evaluation.request import build_attacks
         return build_attacks([name], overrides)
     if kind == "defence":
         from fedattack.defences.base import normalise_defence
@@ -156,7 +156,7 @@ def test_list_section_and_click_choices_suggest() -> None:
 
 def test_a_mistyped_attack_setting_names_the_setting_meant() -> None:
     """The issue's case: `--set shadow=5`."""
-    from fedattack.attacks.request import build_attacks
+    from fedattack.attacks.evaluation.request import build_attacks
 
     with pytest.raises(UserError, match=r"'shadow' \(did you mean 'shadows'"):
         build_attacks(["membership"], {"shadow": "5"})

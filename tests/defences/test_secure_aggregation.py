@@ -64,7 +64,7 @@ def test_around_dp_fedavg_the_masked_sum_is_the_plain_sum_dp_needs(method: str) 
 
 
 def test_attacks_see_that_a_masked_wire_decodes_to_nothing() -> None:
-    from fedattack.attacks.reconstruction.generic import decodes_whole_model
+    from fedattack.attacks.hidden_parts.generic import decodes_whole_model
 
     ctx = TargetContext(model="digits-mlp", input_shape=(1, 8, 8), num_classes=10, num_clients=4,
                         clients_per_round=3)

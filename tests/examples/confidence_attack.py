@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from fedattack.attacks.base import Adversary
-from fedattack.attacks.membership_family import MEMBERSHIP_METRICS, MembershipAttack
+from fedattack.attacks.membership.family import MEMBERSHIP_METRICS, MembershipAttack
 
 
 class Confidence(MembershipAttack):

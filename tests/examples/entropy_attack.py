@@ -4,7 +4,7 @@ import numpy as np
 import torch
 
 from fedattack.attacks.base import Adversary
-from fedattack.attacks.membership_family import MembershipAttack
+from fedattack.attacks.membership.family import MembershipAttack
 
 
 class Entropy(MembershipAttack):

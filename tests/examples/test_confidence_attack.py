@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from fedattack.attacks.evaluate import evaluate_run
+from fedattack.attacks.evaluation.evaluate import evaluate_run
 from fedattack.cli import cli
 from fedattack.evaluation import EvaluationSpec
 from fedattack.registry import ATTACKS, TARGETS

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from fedattack.attacks.evaluate import evaluate_run
-from fedattack.attacks.membership_family import PREDICTED
+from fedattack.attacks.evaluation.evaluate import evaluate_run
+from fedattack.attacks.membership.family import PREDICTED
 from fedattack.evaluation import EvaluationSpec
 from fedattack.federation.rundir import Federation
 from fedattack.registry import TARGETS, THREAT_MODELS

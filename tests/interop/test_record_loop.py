@@ -18,7 +18,7 @@ import pytest
 import torch
 from torch import nn
 
-from fedattack.attacks.evaluate import evaluate_run
+from fedattack.attacks.evaluation.evaluate import evaluate_run
 from fedattack.data import load_dataset
 from fedattack.evaluation import EvaluationSpec
 from fedattack.federation.rundir import Federation

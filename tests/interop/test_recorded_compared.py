@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from fedattack.attacks.evaluate import evaluate_run
+from fedattack.attacks.evaluation.evaluate import evaluate_run
 from fedattack.evaluation import EvaluationSpec
 from fedattack.federation.rundir import Federation
 from fedattack.federation.train import train_federation

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from fedattack.attacks.inversion import INVERSION_METRICS
-from fedattack.attacks.membership_family import MEMBERSHIP_METRICS
+from fedattack.attacks.membership.family import MEMBERSHIP_METRICS
+from fedattack.attacks.model_inversion.inversion import INVERSION_METRICS
 from fedattack.results import AttackResult, metric_table
 
 METHODS = ("fedavg", "waffle-ibp")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from fedattack.attacks.evaluate import evaluate_run
+from fedattack.attacks.evaluation.evaluate import evaluate_run
 from fedattack.cli import cli
 from fedattack.evaluation import EvaluationSpec
 from fedattack.federation.rundir import Federation

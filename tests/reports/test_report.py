@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 from fake_results import METHODS, SEEDS, THREATS, make
 
-from fedattack.attacks.membership_family import MEMBERSHIP_METRICS
+from fedattack.attacks.membership.family import MEMBERSHIP_METRICS
 from fedattack.cli import cli
 from fedattack.registry import UserError
 from fedattack.reports.build import build_report

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from fedattack import rates
-from fedattack.attacks.evaluate import evaluate_run
+from fedattack.attacks.evaluation.evaluate import evaluate_run
 from fedattack.evaluation import EvaluationSpec
 from fedattack.registry import ATTACKS
 from fedattack.reports.build import build_report

@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from fedattack.attacks.inversion import INVERSION_METRICS
-from fedattack.attacks.membership_family import MEMBERSHIP_METRICS
-from fedattack.attacks.membership_metrics import auc_of
-from fedattack.attacks.update_inversion.family import UPDATE_INVERSION_METRICS
+from fedattack.attacks.data_reconstruction.inversion_family import UPDATE_INVERSION_METRICS
+from fedattack.attacks.membership.family import MEMBERSHIP_METRICS
+from fedattack.attacks.membership.metrics import auc_of
+from fedattack.attacks.model_inversion.inversion import INVERSION_METRICS
 from fedattack.reports.collect import LoadedResult, RunInfo
 from fedattack.results import AttackResult, metric_table
 
@@ -117,7 +117,7 @@ def one(rng: np.random.Generator, run: RunInfo, threat: str, observes: str, boun
     if applicable:
         metrics, fields = MAKERS[family](rng, mode)
     extra = {**fields.get("extra", {}), "threat_model": {"name": threat, "observes": observes, "upper_bound": bound}}
-    if recon == "selected":  # evaluate's honest choice of strategy (attacks/selection.py)
+    if recon == "selected":  # evaluate's honest choice of strategy (attacks/evaluation/selection.py)
         extra["selection"] = {"chosen": str(rng.choice(["decoded", "fitted"])), "rule": "leave one victim out"}
     result = AttackResult(attack=attack, threat_model=threat, run={"method": run.method}, victim=victim,
                           reconstruction=recon, metrics=metrics, curves=fields.get("curves", {}),

@@ -8,19 +8,19 @@ from collections.abc import Callable
 import pytest
 import torch
 
-from fedattack.attacks.update_inversion.fedavg import (
+from fedattack.attacks.data_reconstruction.fedavg import (
     UpdateSettings,
     align,
     epoch_prior,
     invert_update,
 )
-from fedattack.attacks.update_inversion.image_metrics import score_images
-from fedattack.attacks.update_inversion.labels import (
+from fedattack.attacks.data_reconstruction.image_metrics import score_images
+from fedattack.attacks.data_reconstruction.labels import (
     estimate_label_counts,
     output_bias_key,
 )
-from fedattack.attacks.update_inversion.local_run import LocalRecipe, simulate_local_run
-from fedattack.attacks.update_inversion.objectives import Forward, State
+from fedattack.attacks.data_reconstruction.local_run import LocalRecipe, simulate_local_run
+from fedattack.attacks.data_reconstruction.objectives import Forward, State
 from fedattack.training import epoch_orders
 
 Model = tuple[Forward, State]  # the fixtures' types (conftest.py)

@@ -6,17 +6,17 @@ from collections.abc import Callable
 
 import torch
 
-from fedattack.attacks.update_inversion.gradient import (
+from fedattack.attacks.data_reconstruction.gradient import (
     MatchSettings,
     gradient_from_update,
     invert_gradient,
 )
-from fedattack.attacks.update_inversion.image_metrics import score_images
-from fedattack.attacks.update_inversion.labels import (
+from fedattack.attacks.data_reconstruction.image_metrics import score_images
+from fedattack.attacks.data_reconstruction.labels import (
     label_from_gradient,
     output_bias_key,
 )
-from fedattack.attacks.update_inversion.objectives import Forward, State
+from fedattack.attacks.data_reconstruction.objectives import Forward, State
 
 Model = tuple[Forward, State]  # the fixtures' types (conftest.py)
 Images = tuple[torch.Tensor, torch.Tensor]

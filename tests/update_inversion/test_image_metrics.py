@@ -6,7 +6,7 @@ import numpy as np
 import torch
 from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 
-from fedattack.attacks.update_inversion.image_metrics import (
+from fedattack.attacks.data_reconstruction.image_metrics import (
     psnr_matrix,
     score_images,
     ssim_window,

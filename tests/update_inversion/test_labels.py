@@ -7,13 +7,13 @@ from functools import partial
 
 import torch
 
-from fedattack.attacks.update_inversion.labels import (
+from fedattack.attacks.data_reconstruction.labels import (
     count_accuracy,
     estimate_label_counts,
     label_from_gradient,
     output_bias_key,
 )
-from fedattack.attacks.update_inversion.objectives import Forward, State
+from fedattack.attacks.data_reconstruction.objectives import Forward, State
 
 Model = tuple[Forward, State]  # the fixtures' types (conftest.py)
 Images = tuple[torch.Tensor, torch.Tensor]

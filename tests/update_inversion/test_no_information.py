@@ -7,11 +7,11 @@ from collections.abc import Callable
 
 import torch
 
-from fedattack.attacks.update_inversion.fedavg import UpdateSettings, invert_update
-from fedattack.attacks.update_inversion.gradient import MatchSettings, invert_gradient
-from fedattack.attacks.update_inversion.image_metrics import score_images
-from fedattack.attacks.update_inversion.local_run import LocalRecipe
-from fedattack.attacks.update_inversion.objectives import Forward, State
+from fedattack.attacks.data_reconstruction.fedavg import UpdateSettings, invert_update
+from fedattack.attacks.data_reconstruction.gradient import MatchSettings, invert_gradient
+from fedattack.attacks.data_reconstruction.image_metrics import score_images
+from fedattack.attacks.data_reconstruction.local_run import LocalRecipe
+from fedattack.attacks.data_reconstruction.objectives import Forward, State
 
 Model = tuple[Forward, State]  # the fixtures' types (conftest.py)
 Images = tuple[torch.Tensor, torch.Tensor]

@@ -12,9 +12,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from fedattack.attacks.update_inversion.image_metrics import score_images
-from fedattack.attacks.update_inversion.rounds import StackedLayer
-from fedattack.attacks.update_inversion.unmix import FirstLayer, Search, span_rank, unmix
+from fedattack.attacks.data_reconstruction.image_metrics import score_images
+from fedattack.attacks.data_reconstruction.rounds import StackedLayer
+from fedattack.attacks.data_reconstruction.unmix import FirstLayer, Search, span_rank, unmix
 
 UNITS, IMAGES = 5, 8
 

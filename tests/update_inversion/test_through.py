@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 import torch
 
-from fedattack.attacks.data import Samples
-from fedattack.attacks.update_inversion.dense import dense_layer
-from fedattack.attacks.update_inversion.local_run import LocalRecipe, simulate_local_run
+from fedattack.attacks.data_reconstruction.dense import dense_layer
+from fedattack.attacks.data_reconstruction.local_run import LocalRecipe, simulate_local_run
+from fedattack.attacks.evaluation.data import Samples
 from fedattack.data import load_dataset
 from fedattack.registry import ATTACKS, UserError
 from fedattack.target import Recipe, State, Target, initial_weights

@@ -8,10 +8,10 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from fedattack.attacks.update_inversion.image_metrics import score_images
-from fedattack.attacks.update_inversion.levels import LevelJudge, image_functional, quantisation_error
-from fedattack.attacks.update_inversion.objectives import Forward, State
-from fedattack.attacks.update_inversion.unmix import (
+from fedattack.attacks.data_reconstruction.image_metrics import score_images
+from fedattack.attacks.data_reconstruction.levels import LevelJudge, image_functional, quantisation_error
+from fedattack.attacks.data_reconstruction.objectives import Forward, State
+from fedattack.attacks.data_reconstruction.unmix import (
     FirstLayer,
     Search,
     dark_pixels,

@@ -1,0 +1,63 @@
+"""The strategies every method gets: the client's model decoded from its messages, or the truth.
+
+`decoded`: the method's own `decode` rebuilds the client's trained parameters from one round's
+messages (FedAvg's uplink is the model; SCAFFOLD's and Ditto's are updates of the downlink;
+q-FFL's a scaled update whose scale the method solves from `h`), and the method hides nothing the
+model needs to run (a personal model beside the shared one is allowed: the decoded shared model
+is still a model the client trained). `true` is the oracle's: the victim's deployed model,
+private parts included.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from fedattack.attacks.hidden_parts.base import Reconstructed, Strategy, decoded
+from fedattack.attacks.view import Knowledge, Observation
+from fedattack.target import Target
+
+
+def decodes_whole_model(target: Target) -> str | None:
+    """Why the decoded uplink is not a complete model of `target` (None: it is)."""
+    masked = target.uplinks_hidden  # a defence (secure aggregation) masks them
+    if masked:
+        return f"{target.name} under {masked}"
+    hidden = target.hidden()
+    if hidden.parameters:
+        return f"{target.name} keeps parameters off the wire ({', '.join(hidden.parameters[:3])}...)"
+    if hidden.selection:
+        return f"{target.name} keeps a factor selection off the wire"
+    if not target.wire_schema().uplink:
+        return f"{target.name} sends nothing"
+    return None
+
+
+class Decoded(Strategy):
+    """The client's trained model, decoded from its messages by the method's own decoder."""
+
+    name = "decoded"
+    rank = 0
+
+    def unsupported(self, target: Target) -> str | None:
+        return decodes_whole_model(target)
+
+    def reconstruct(self, target: Target, obs: Observation, knowledge: Knowledge,
+                    gen: torch.Generator) -> Reconstructed:
+        parts = "+".join(sorted(target.decode_needs))
+        return Reconstructed(self.name, decoded(target, obs), {"source": f"{parts} of round {obs.round}"})
+
+
+class TrueModel(Strategy):
+    """The victim's deployed model itself (oracle only: an upper bound, nothing is guessed)."""
+
+    name = "true"
+    needs = frozenset({"deployed"})
+    rank = 0
+
+    def needed(self, target: Target) -> frozenset[str]:
+        return self.needs
+
+    def reconstruct(self, target: Target, obs: Observation, knowledge: Knowledge,
+                    gen: torch.Generator) -> Reconstructed:
+        assert obs.deployed is not None
+        return Reconstructed(self.name, dict(obs.deployed), {"source": "deployed model (upper bound)"})

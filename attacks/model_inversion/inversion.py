@@ -1,0 +1,254 @@
+"""`inversion`: model inversion by gradient descent on the input (Fredrikson et al., CCS 2015).
+
+MI-FACE, per class c: start from x = 0, step x <- clip(x - lr * grad c(x)) with the cost
+c(x) = 1 - p_c(x) (or `loss=ce`: -log p_c(x)), keep the input in the valid pixel range [0, 1],
+stop a class after `steps`, or when its cost is no lower than the worst of its last `patience`
+costs (Fredrikson's stopping rule), and return the lowest-cost input seen. All classes run
+together as one batch; the model has no batch statistics, so they do not interact.
+
+Scoring (the WAFFLe paper's Table 4, after Zhang et al. 2020): PSNR (scikit-image,
+data_range=1) between each reconstruction and the victim's mean training image of that class,
+over the classes the victim holds; attack accuracy: the share of those reconstructions an
+evaluation classifier, trained separately on data no client holds, labels as their class.
+The same two numbers over every class (PSNR against the train split's class means) are kept
+as `psnr_all_classes` and `attack_accuracy_all_classes`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch.func import grad, vmap
+
+from fedattack import progress
+from fedattack.attacks.base import Adversary, Attack, AuditRole, NotApplicable, Scored
+from fedattack.attacks.data_reconstruction.family import psnr
+from fedattack.attacks.evaluation.truth import GroundTruth
+from fedattack.attacks.planning.cost import GRAPH_PEAK, Cost, Workload, cheaper_setting
+from fedattack.options import one_of
+from fedattack.registry import UserError
+from fedattack.results import Metric
+from fedattack.target import State, Target
+
+RATE = (0.0, 1.0)
+INVERSION_METRICS = (
+    Metric(key="psnr", label="PSNR", unit="dB", bounds=(0.0, None)),
+    Metric(key="attack_accuracy", label="attack accuracy", unit="%", scale=100.0, bounds=RATE, primary=True),
+    Metric(key="eval_classifier_accuracy", label="eval. classifier accuracy", unit="%", scale=100.0,
+           bounds=RATE, leak="none"),
+    Metric(key="psnr_all_classes", label="PSNR, all classes", unit="dB", bounds=(0.0, None), headline=False),
+    Metric(key="attack_accuracy_all_classes", label="attack accuracy, all classes", unit="%", scale=100.0,
+           bounds=RATE, headline=False),
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class InversionSettings:
+    """steps: most gradient steps (alpha). lr: step size (lambda). patience: Fredrikson's beta.
+    loss: fredrikson (1 - p_c) or ce (-log p_c). init: zeros, gray or aux-mean."""
+
+    steps: int = 5000
+    lr: float = 0.1
+    patience: int = 100
+    loss: str = "fredrikson"
+    init: str = "zeros"
+
+    def __post_init__(self) -> None:
+        if self.steps < 1 or self.lr <= 0 or self.patience < 1:
+            raise UserError("inversion needs steps >= 1, lr > 0 and patience >= 1")
+        one_of(self.loss, ("fredrikson", "ce"), "inversion loss")
+        one_of(self.init, ("zeros", "gray", "aux-mean"), "inversion init")
+
+
+@dataclass
+class InversionGuesses:
+    images: torch.Tensor  # (classes, C, H, W), one reconstruction per class
+    confidence: list[float]  # the model's p_c on each
+    steps: list[int]
+
+
+class Inversion(Attack):
+    """Model inversion per class by projected gradient descent on the input (Fredrikson et al. 2015)."""
+
+    name = "inversion"
+    requires = frozenset({"evaluation"})
+    Settings = InversionSettings
+    metrics = INVERSION_METRICS
+    fast_settings = {"steps": 5}
+    audit = AuditRole("model inversion", strength=0, paper=True)  # Fredrikson et al., the WAFFLe paper's Table 4
+
+    def cost(self, work: Workload, chunk: int | None = None) -> Cost:
+        """Every class's image through `steps` forward and backward passes (the stopping rule
+        ends most classes at `steps` on the papers' models: planned as if all did)."""
+        p, s, k = work.probe, self.settings, work.classes
+        memory = int(GRAPH_PEAK * k * p.grad_bytes) + 4 * k * p.input_numel * 4 + s.steps * k * 8
+        return Cost(s.steps * p.inversion_step_seconds, memory, f"{k} classes x {s.steps:,} steps")
+
+    def cheaper(self, work: Workload, memory: int, seconds: float | None) -> str:
+        return cheaper_setting(self, work, memory, seconds, "steps", [2000, 1000, 300, 100])
+
+    def run(self, adv: Adversary, gen: torch.Generator) -> InversionGuesses:
+        guesses = self.run_many([adv], [gen])[0]  # one model: `invert`, as it always was
+        if isinstance(guesses, NotApplicable):
+            raise guesses
+        return guesses
+
+    def run_many(self, advs: list[Adversary], gens: list[torch.Generator]) -> list[Any]:
+        """Every adversary's inversion, alike models (`stack_key`) in one `invert_many` (a lone
+        model through `invert`, as one at a time)."""
+        out: list[Any] = [None] * len(advs)
+        groups: dict[tuple, list[tuple[int, torch.Tensor]]] = {}
+        for i, adv in enumerate(advs):
+            x0 = self.start(adv.view.target, adv.knowledge.aux.x)
+            try:
+                check_differentiable(adv.view.target, adv.model.params, x0)
+            except NotApplicable as exc:
+                out[i] = exc
+                continue
+            groups.setdefault(stack_key(adv, x0), []).append((i, x0))
+        for members in groups.values():
+            target = advs[members[0][0]].view.target
+            params = [advs[i].model.params for i, _ in members]
+            found = (invert_many(target, params, [x0 for _, x0 in members], self.settings)
+                     if len(members) > 1 else [invert(target, params[0], members[0][1], self.settings)])
+            for (i, _), guesses in zip(members, found):
+                out[i] = guesses
+        return out
+
+    def start(self, target: Target, aux_x: torch.Tensor) -> torch.Tensor:
+        shape = (target.num_classes, *aux_x.shape[1:])
+        if self.settings.init == "zeros":
+            return torch.zeros(shape)
+        if self.settings.init == "gray" or len(aux_x) == 0:
+            return torch.full(shape, 0.5)
+        return aux_x.mean(0, keepdim=True).expand(shape).clone()
+
+    def score(self, guesses: InversionGuesses, truth: GroundTruth) -> Scored:
+        recs = guesses.images
+        classes = list(range(len(recs)))
+        means = truth.class_means()
+        held = sorted(c for c in means if c < len(recs))
+        clf = truth.shared.classifier()
+        labels = clf.predict(recs)
+        all_means = truth.shared.train_class_means
+        psnr_held = [psnr(means[c], recs[c]) for c in held]
+        psnr_all = [psnr(all_means[c], recs[c]) for c in classes]
+        metrics = {"psnr": _mean(psnr_held), "attack_accuracy": _mean([float(labels[c] == c) for c in held]),
+                   "eval_classifier_accuracy": clf.accuracy, "psnr_all_classes": _mean(psnr_all),
+                   "attack_accuracy_all_classes": _mean([float(labels[c] == c) for c in classes])}
+        mean_row = torch.stack([means.get(c, torch.zeros_like(recs[0])) for c in classes])
+        extra = {"inversion": {"victim_classes": held, "psnr_per_class": dict(zip(map(str, held), psnr_held)),
+                               "eval_labels": labels.tolist(), "confidence": guesses.confidence,
+                               "steps": guesses.steps, "eval_classifier_train": clf.train_size,
+                               "eval_classifier_test": clf.test_size}}
+        tensors = {"reconstructions": {"images": recs, "confidence": torch.tensor(guesses.confidence)}}
+        return Scored(metrics=metrics, extra=extra, images={"inversion": recs, "class_means": mean_row},
+                      tensors=tensors)
+
+
+def stack_key(adv: Adversary, x0: torch.Tensor) -> tuple:
+    """Models that one `invert_many` can hold: each view builds its own target, so alike means
+    the same kind of target, input normalisation and parameter shapes, not the same object."""
+    target = adv.view.target
+    norm = target.ctx.normalization
+    return (type(target), target.name, None if norm is None else repr(norm.to_json()),
+            tuple((k, tuple(v.shape), v.dtype) for k, v in adv.model.params.items()), tuple(x0.shape))
+
+
+def check_differentiable(target: Target, params: State, x0: torch.Tensor) -> None:
+    """Inversion needs gradients of the outputs with respect to input images, and a forward pass
+    that treats an input the same whether or not it carries gradients."""
+    params = {k: v.detach() for k, v in params.items()}
+    x = torch.rand(x0[:2].shape, generator=torch.Generator().manual_seed(0))
+    try:
+        with torch.no_grad():
+            plain = target.forward(params, x.clone())
+        xg = x.clone().requires_grad_(True)
+        out = target.forward(params, xg)
+        torch.autograd.grad(out.sum(), xg)
+    except (RuntimeError, ValueError, TypeError) as exc:
+        raise NotApplicable(f"{target.name}'s model cannot be differentiated with respect to its input "
+                            f"images, which model inversion needs ({str(exc).splitlines()[0][:120]})") from None
+    if out.shape != plain.shape or not torch.allclose(out.detach(), plain, atol=1e-5):
+        raise NotApplicable(f"{target.name}'s forward pass treats an input that carries gradients "
+                            "differently from an image (e.g. as precomputed features), so inverting "
+                            "it would not reconstruct images")
+
+
+def invert(target: Target, params: State, x0: torch.Tensor, s: InversionSettings) -> InversionGuesses:
+    """Projected gradient descent on every class's input at once (see the module docstring)."""
+    classes = torch.arange(len(x0))
+    params = {k: v.detach() for k, v in params.items()}
+    x = x0.clone()
+    best_x, best_cost = x.clone(), torch.full((len(x0),), float("inf"))
+    history: list[torch.Tensor] = []
+    active = torch.ones(len(x0), dtype=torch.bool)
+    steps = torch.zeros(len(x0), dtype=torch.long)
+    for _ in progress.steps(range(s.steps), "steps"):
+        xg = x.clone().requires_grad_(True)
+        logp = target.forward(params, xg).log_softmax(1)[classes, classes]
+        cost = 1.0 - logp.exp() if s.loss == "fredrikson" else -logp
+        (grad,) = torch.autograd.grad(cost.sum(), xg)
+        c = cost.detach()
+        better = active & (c < best_cost)
+        best_cost[better], best_x[better] = c[better], x[better]
+        if len(history) >= s.patience:
+            stalled = c >= torch.stack(history[-s.patience:]).max(0).values
+            active &= ~stalled
+        history.append(c)
+        if not active.any():
+            break
+        step = (s.lr * grad).where(active.view(-1, *[1] * (x.dim() - 1)), torch.zeros(()))
+        x = (x - step).clamp(0.0, 1.0)
+        steps += active.long()
+    with torch.no_grad():
+        conf = target.forward(params, best_x).softmax(1)[classes, classes]
+    return InversionGuesses(best_x, conf.tolist(), steps.tolist())
+
+
+def invert_many(target: Target, params: list[State], x0: list[torch.Tensor],
+                s: InversionSettings) -> list[InversionGuesses]:
+    """`invert` for several victims' models of one target at once: their parameters stacked,
+    the forward pass vmapped over victims, so one step updates every victim's images together
+    (on small models the step's cost is dispatch, not arithmetic; see `bench_reference_models`).
+    Each (victim, class) keeps its own stopping rule and best input, so the guesses equal
+    `invert`'s one victim at a time up to float rounding (vmap's batched products)."""
+    if not params:
+        return []
+    stacked = {k: torch.stack([p[k].detach() for p in params]) for k in params[0]}
+    x = torch.stack(x0).clone()  # (victims, classes, C, H, W)
+    fredrikson = s.loss == "fredrikson"
+
+    def costs(p: State, xv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        logp = target.forward(p, xv).log_softmax(1).diagonal()
+        cost = 1.0 - logp.exp() if fredrikson else -logp
+        return cost.sum(), cost
+
+    step_grads = vmap(grad(costs, argnums=1, has_aux=True))
+    cells = x.shape[:2]
+    best_x, best_cost = x.clone(), torch.full(cells, float("inf"))
+    history: list[torch.Tensor] = []
+    active = torch.ones(cells, dtype=torch.bool)
+    steps = torch.zeros(cells, dtype=torch.long)
+    for _ in progress.steps(range(s.steps), f"steps, {len(params)} models at once"):
+        g, c = step_grads(stacked, x)
+        better = active & (c < best_cost)
+        best_cost[better], best_x[better] = c[better], x[better]
+        if len(history) >= s.patience:
+            active &= ~(c >= torch.stack(history[-s.patience:]).max(0).values)
+        history.append(c)
+        if not active.any():
+            break
+        step = (s.lr * g).where(active.view(*cells, *[1] * (x.dim() - 2)), torch.zeros(()))
+        x = (x - step).clamp(0.0, 1.0)
+        steps += active.long()
+    with torch.no_grad():
+        conf = vmap(target.forward)(stacked, best_x).softmax(2).diagonal(dim1=1, dim2=2)
+    return [InversionGuesses(best_x[v], conf[v].tolist(), steps[v].tolist()) for v in range(len(params))]
+
+
+def _mean(values: list[float]) -> float:
+    return float(np.mean(values)) if values else float("nan")

@@ -1,0 +1,187 @@
+"""Measuring the attacked model's unit costs on this machine, once per evaluation (`cost.Probe`).
+
+Everything runs on random inputs of the model's shape, never on anyone's data: a few local SGD
+steps through the evaluation's executor (two sizes, so the fixed cost of a local run separates
+from the cost of a step), a forward pass in large batches, and on a few images a backward with
+a graph and a double backward. The memory a graph holds is counted exactly, as the bytes of the
+distinct tensors autograd saves for the backward (`torch.autograd.graph.saved_tensors_hooks`),
+at two batch sizes, so what grows per image separates from what a step holds whatever its batch.
+Timings take the fastest of a few repeats (the machine's noise only ever adds), each the fewer
+of its wall and CPU seconds: the plan is the time on CPUs free for the evaluation, whatever else
+the machine runs while it is made. A probe takes about a second on the papers' models.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+import torch
+
+from fedattack.attacks.data_reconstruction.local_run import LocalRecipe, simulate_local_run
+from fedattack.attacks.data_reconstruction.objectives import batch_loss, cosine_distance, parameter_gradient
+from fedattack.attacks.evaluation.data import Samples
+from fedattack.attacks.membership.shadow import ShadowData, ShadowModels
+from fedattack.attacks.planning.cost import Probe
+from fedattack.attacks.view import Observation
+from fedattack.rng import generator
+from fedattack.target import State, Target
+
+REPEATS = 3
+LONG_ENOUGH = 0.02  # seconds: a batch is grown until one run takes this long (timer noise is ~0.1 ms)
+MOST_IMAGES = 512
+TRAINING_IMAGES = 500
+
+
+def measure(target: Target, executor: str = "sequential", seed: int = 0) -> Probe:
+    """The unit costs of `target`'s model (see the module docstring)."""
+    gen = generator(seed, "probe")
+    server = target.init_server(gen)
+    params = {k: v.detach().float() for k, v in target.deployed(server, target.init_private(0, server, gen)).items()
+              if v.is_floating_point()}
+    shape = tuple(target.ctx.input_shape)
+    step, job = _training(target, executor, seed, shape)
+    grad_s, grad_fixed_s, grad_b, _ = _per_image(lambda x, y: _input_grad(target, params, x, y), shape,
+                                                 target.num_classes)
+    second_s, second_fixed_s, second_b, fixed_b = _per_image(lambda x, y: _double(target, params, x, y), shape,
+                                                             target.num_classes)
+    sim_s, sim_b = _simulated_step(target, params, shape)
+    inversion_s = _inversion_step(target, params, shape)
+    return Probe(params=sum(v.numel() for v in params.values()), step_seconds=step, job_seconds=job,
+                 forward_seconds=_forward(target, params, shape), grad_seconds=grad_s,
+                 grad_fixed_seconds=grad_fixed_s, grad_bytes=grad_b, second_seconds=second_s,
+                 second_fixed_seconds=second_fixed_s, second_bytes=second_b, second_fixed_bytes=fixed_b,
+                 sim_step_seconds=sim_s, sim_step_bytes=sim_b, inversion_step_seconds=inversion_s,
+                 input_numel=math.prod(shape))
+
+
+def _fastest(fn: Callable[[], Any], repeats: int = REPEATS) -> float:
+    """The run's time on this machine's CPUs when they are free for it: the fewer of its wall and
+    its CPU seconds (a loaded machine stretches the wall time, several threads the CPU time),
+    the least over a few runs."""
+    best = float("inf")
+    for _ in range(repeats):
+        started, cpu = time.perf_counter(), time.process_time()
+        fn()
+        best = min(best, time.perf_counter() - started, time.process_time() - cpu)
+    return best
+
+
+def _training(target: Target, executor: str, seed: int, shape: tuple[int, ...]) -> tuple[float, float]:
+    """(seconds per local step, seconds per local run besides its steps), from two run lengths."""
+    recipe = target.recipe
+    # the longer run on a few MB of images: a step's batch gathered from a client's thousands of
+    # images misses the caches that a few dozen fit in (1.7x the time per step on mnist-mlp)
+    sizes = (recipe.batch_size, max(4 * recipe.batch_size, min(TRAINING_IMAGES, 2**20 // math.prod(shape))))
+    trainer = ShadowModels(target, executor, seed, 0)
+    times = []
+    for n in sizes:
+        x = torch.rand((n, *shape), generator=generator(seed, "probe-data", n))
+        y = torch.arange(n) % target.num_classes
+        data = ShadowData(Samples(x, y), Samples(x[:0], y[:0]))
+
+        def train(d: ShadowData = data) -> None:
+            trainer.train(Observation(), [d], False)
+        times.append(_fastest(train, repeats=2))
+    steps = [recipe.epochs * math.ceil(n / recipe.batch_size) for n in sizes]
+    per_step = max(1e-7, (times[1] - times[0]) / (steps[1] - steps[0]))
+    return per_step, max(0.0, times[0] - steps[0] * per_step)
+
+
+def _forward(target: Target, params: State, shape: tuple[int, ...]) -> float:
+    x = torch.rand((256, *shape), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        return _fastest(lambda: target.forward(params, x)) / len(x)
+
+
+def _input_grad(target: Target, params: State, x: torch.Tensor, y: torch.Tensor) -> Callable[[], None]:
+    def run() -> None:
+        xg = x.clone().requires_grad_(True)
+        loss = batch_loss(target.forward, params, xg, y)
+        torch.autograd.grad(loss, xg)
+    return run
+
+
+def _double(target: Target, params: State, x: torch.Tensor, y: torch.Tensor) -> Callable[[], None]:
+    """Gradient matching's step: the parameter gradient with its graph, then a backward through it."""
+    observed = {k: torch.randn_like(v) for k, v in params.items()}
+
+    def run() -> None:
+        xg = x.clone().requires_grad_(True)
+        grads = parameter_gradient(target.forward, params, xg, y, list(params))
+        torch.autograd.grad(cosine_distance(grads, observed), xg)
+    return run
+
+
+def _per_image(make: Callable[[torch.Tensor, torch.Tensor], Callable[[], None]], shape: tuple[int, ...],
+               classes: int) -> tuple[float, float, int, int]:
+    """(seconds per image, seconds whatever the batch, graph bytes per image, graph bytes
+    whatever the batch) of `make`'s
+    computation, from two batch sizes n and 4n, n grown until a run takes `LONG_ENOUGH` (on a
+    few images the fixed cost hides what each image adds)."""
+
+    def on(n: int) -> Callable[[], None]:
+        x = torch.rand((n, *shape), generator=torch.Generator().manual_seed(n))
+        return make(x, torch.arange(n) % classes)
+
+    n = 4
+    while n < MOST_IMAGES // 4 and _fastest(on(n)) < LONG_ENOUGH:
+        n *= 2
+    sizes = (n, 4 * n)
+    runs = [on(k) for k in sizes]
+    seconds = [_fastest(run) for run in runs]
+    held = [saved_bytes(run) for run in runs]
+    per_s = max(1e-8, (seconds[1] - seconds[0]) / (sizes[1] - sizes[0]))
+    per_b = max(0, (held[1] - held[0]) // (sizes[1] - sizes[0]))
+    return per_s, max(0.0, seconds[0] - sizes[0] * per_s), per_b, max(0, held[0] - sizes[0] * per_b)
+
+
+def _inversion_step(target: Target, params: State, shape: tuple[int, ...]) -> float:
+    """Seconds per step of model inversion (`inversion.invert`, every class at once), from runs
+    of 5 and 20 steps that the stopping rule does not end."""
+    from fedattack.attacks.model_inversion.inversion import InversionSettings, invert
+
+    x0 = torch.zeros((target.num_classes, *shape))
+
+    def run(k: int) -> None:
+        invert(target, params, x0, InversionSettings(steps=k, patience=k + 1))
+    times = [_fastest(partial(run, k), repeats=2) for k in (5, 20)]
+    return max(1e-7, (times[1] - times[0]) / 15)
+
+
+def _simulated_step(target: Target, params: State, shape: tuple[int, ...]) -> tuple[float, int]:
+    """(seconds, graph bytes) per step of update inversion's simulated local run at the
+    recipe's batch size, its outer backward included, from runs of 2 and 6 steps."""
+    b = target.recipe.batch_size
+    observed = {k: torch.randn_like(v) for k, v in params.items()}
+    out = []
+    for steps in (2, 6):
+        copies = torch.rand((1, steps * b, *shape), generator=torch.Generator().manual_seed(steps))
+        copies.requires_grad_(True)
+        labels = torch.arange(steps * b) % target.num_classes
+        recipe = LocalRecipe(1, b, target.recipe.lr)
+
+        def run(c: torch.Tensor = copies, y: torch.Tensor = labels, r: LocalRecipe = recipe) -> None:
+            after = simulate_local_run(target.forward, params, c, y, r)
+            loss = cosine_distance({k: after[k] - params[k] for k in observed}, observed)
+            torch.autograd.grad(loss, c)
+        out.append((_fastest(run), saved_bytes(run)))
+    (t2, b2), (t6, b6) = out
+    return max(1e-7, (t6 - t2) / 4), max(0, (b6 - b2) // 4)
+
+
+def saved_bytes(run: Callable[[], None]) -> int:
+    """Bytes of the distinct tensors autograd saves for backward while `run` runs."""
+    seen: dict[tuple[int, int], int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        storage = t.untyped_storage()
+        seen[(storage.data_ptr(), storage.nbytes())] = storage.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        run()
+    return sum(seen.values())
