@@ -13,7 +13,8 @@ The modules of the flat layout before 2026-12 stay importable under their old na
 written against `fedattack.attacks.membership_family` keeps working): `_OLD_NAMES` maps each to
 where it lives now, and the finder below serves the old name as the same module object. (Two old
 names now name packages and are not served: `planning`, whose planner is `planning.planner`, and
-`membership`, whose Shokri attack is `membership.shokri`.)
+`membership`, whose Shokri attack is `membership.shokri`.) The three LiRA modules are one,
+`membership.lira`, and the two FedMIA modules `membership.fedmia`: their old names serve it.
 """
 
 from __future__ import annotations
@@ -33,9 +34,10 @@ _OLD_NAMES = {
     "selection": "evaluation.selection", "summary": "evaluation.summary",
     "membership_family": "membership.family", "membership_metrics": "membership.metrics",
     "shadow": "membership.shadow", "reference_models": "membership.reference_models",
-    "rmia": "membership.rmia", "lira": "membership.lira", "lira_online": "membership.lira_online",
-    "lira_rounds": "membership.lira_rounds", "fedmia": "membership.fedmia",
-    "fedmia_rmia": "membership.fedmia_rmia",
+    "rmia": "membership.rmia", "lira": "membership.lira", "lira_online": "membership.lira",
+    "lira_rounds": "membership.lira", "fedmia": "membership.fedmia", "fedmia_rmia": "membership.fedmia",
+    "membership.lira_online": "membership.lira", "membership.lira_rounds": "membership.lira",
+    "membership.fedmia_rmia": "membership.fedmia",
     "update_inversion_attack": "data_reconstruction.update_inversion",
     "gradient_inversion": "data_reconstruction.gradient_inversion",
     "inversion_cost": "data_reconstruction.cost",

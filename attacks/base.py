@@ -56,7 +56,7 @@ class Adversary:
     trained: dict[tuple[object, ...], list[Observation]] = field(default_factory=dict, repr=False,
                                                                 compare=False)
     # How many units (`Attack.chunk_unit`) the call may process at once, chosen by the planner
-    # from the memory budget (`attacks.cost`); None: all at once.
+    # from the memory budget (`attacks.planning.cost`); None: all at once.
     chunk: int | None = None
 
 
@@ -110,7 +110,7 @@ class AttackCall:
 
 @dataclass(frozen=True)
 class AuditRole:
-    """Where an attack stands in the default audit (`attacks.plan.default_attacks`): per threat
+    """Where an attack stands in the default audit (`attacks.planning.default_audit`): per threat
     model, the strongest attack of each `family` that the threat model can run and the budget
     fits is run, plus every `paper` attack (the seed papers', for their comparison). `strength`
     orders a family, from measurements (docs/privacy.md); higher is stronger."""
@@ -132,6 +132,7 @@ class Attack:
     audit: ClassVar[AuditRole | None] = None  # its place in the default audit (None: not in it)
     chunk_unit: ClassVar[str] = ""  # what `Adversary.chunk` counts ("images", "models"); "": no chunks
     reads_wire: ClassVar[bool] = False  # it reads the wire itself: no model is rebuilt for it (`readout`)
+    reads_every_client: ClassVar[bool] = False  # it compares the victim with the other clients' uplinks
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -140,6 +141,11 @@ class Attack:
 
     def __init__(self, settings: Any = None) -> None:
         self.settings = settings if settings is not None else self.Settings()
+
+    @classmethod
+    def setting_names(cls) -> set[str]:
+        """The names of its settings (`Settings` is a dataclass, `NoSettings` without any)."""
+        return {f.name for f in dataclasses.fields(cls.Settings)}
 
     @classmethod
     def from_options(cls, options: dict[str, Any]) -> Attack:
@@ -167,7 +173,7 @@ class Attack:
 
     def cost(self, work: Workload, chunk: int | None = None) -> Cost:
         """Seconds and peak added memory of one call on `work`, processing `chunk` units
-        (`chunk_unit`) at once (None: all at once); see `attacks.cost`. Undeclared: unknown."""
+        (`chunk_unit`) at once (None: all at once); see `attacks.planning.cost`. Undeclared: unknown."""
         return UNKNOWN
 
     def chunks(self, work: Workload) -> int:
@@ -240,6 +246,11 @@ class Attack:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.settings!r})"
+
+
+def sees_every_uplink(view: View) -> bool:
+    """Whether the view holds every client's uplinks (what `reads_every_client` attacks need)."""
+    return any(ch.client is None and ch.kind == "uplink" for ch in view.channels)
 
 
 def save_artifacts(scored: Scored, result_path: Path) -> dict[str, str]:

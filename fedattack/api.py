@@ -81,18 +81,22 @@ def evaluate(run: Run | str | Path, out: str | Path | None = None, *,
              threat_models: str | Sequence[str] = "eavesdropper", attacks: str | Sequence[str] = "default",
              victims: str | int | Sequence[str | int] = "random:5", progress: bool = False,
              memory: str | int | None = None, time: str | float | None = None, show_plan: bool = False,
-             **options: Any) -> Evaluation:
+             resume: bool = False, replace: bool = False, **options: Any) -> Evaluation:
     """Attack a run as `fedattack evaluate` does (by default the default audit: the strongest
     attacks that fit); `memory` ("8G" or bytes; default half the memory available) and `time`
     ("45m" or seconds) are its budget, `show_plan` prints the plan first; `options` are
     `EvaluationSpec`'s (settings=, reconstruction=, aux_size=, eval_size=, max_queries=, seed=,
-    executor=)."""
+    executor=). A folder that holds results already is refused, as the command refuses it,
+    unless `resume` (add to them, skipping the victims done) or `replace` (replace them); the
+    returned results are every result in the folder, as its summary.json covers them."""
     from fedattack.attacks.evaluation.evaluate import evaluate_run
+    from fedattack.attacks.evaluation.results_folder import existing_mode
     from fedattack.attacks.planning.planner import budget_of, is_default
     from fedattack.evaluation import EvaluationSpec
     from fedattack.resources import parse_duration, parse_size
     from fedattack.results import AttackResult
 
+    existing = existing_mode(resume, replace, ("resume", "replace"))
     run_dir = run.path if isinstance(run, Run) else Path(run)
     folder = Path(out) if out is not None else Path("results") / run_dir.name
     spec = EvaluationSpec(threat_models=_tuple(threat_models), attacks=_tuple(attacks),
@@ -100,7 +104,9 @@ def evaluate(run: Run | str | Path, out: str | Path | None = None, *,
     budget = budget_of(None if memory is None else parse_size(memory, "memory"),
                        None if time is None else parse_duration(time, "time"), is_default(spec))
     written = evaluate_run(run_dir, spec, folder, progress=progress, budget=budget,
-                           echo=print if show_plan else None)
+                           echo=print if show_plan else None,
+                           existing=existing,
+                           resume_hint=f"fedattack.evaluate({str(run_dir)!r}, {str(folder)!r}, ..., resume=True)")
     return Evaluation(path=folder, results=[AttackResult.load(p) for p in written])
 
 

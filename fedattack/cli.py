@@ -1,7 +1,8 @@
 """The `fedattack` command line: the one composition root.
 
 Each command lives in its own module under `fedattack/commands/` and exposes `COMMAND`; this
-file only collects them, and turns every failure into one line on stderr and a non-zero exit:
+file only collects them, refuses to start when fedattack's parts come from different checkouts
+(`mixed_checkouts`), and turns every failure into one line on stderr and a non-zero exit:
 a user mistake says what is wrong and how to fix it, a file-system failure (no space, no
 permission, a read-only disk) names the file, and anything unexpected says so and points at
 `--debug`, which shows the traceback instead.
@@ -11,9 +12,11 @@ from __future__ import annotations
 
 import errno
 import importlib
+import importlib.util
 import pkgutil
 import signal
 import sys
+from pathlib import Path
 
 import click
 
@@ -42,15 +45,39 @@ def _add_commands() -> None:
 _add_commands()
 
 
+PARTS = ("targets", "attacks", "reports")  # installed as fedattack.<part> from the checkout's <part>/
+
+
+def mixed_checkouts() -> str:
+    """Why fedattack must not start ("" if it may): its core from one checkout and a part from
+    another, as when a second checkout runs with the first one's environment (the core is found
+    in the working folder, the parts through the environment's install), which mixes two
+    versions of the code silently."""
+    core = Path(fedattack.__file__).resolve().parent
+    for part in PARTS:
+        spec = importlib.util.find_spec(f"fedattack.{part}")
+        if spec is None or spec.origin is None:
+            return f"fedattack's {part} cannot be found beside its core ({core}); reinstall it (`pip install -e .`)"
+        home = Path(spec.origin).resolve().parent.parent
+        if home not in (core, core.parent):  # inside the installed package, or beside it in one checkout
+            return (f"fedattack's core comes from {core.parent} but its {part} from {home}: two checkouts are "
+                    f"mixed; run each checkout with its own environment (`pip install -e .` in {core.parent})")
+    return ""
+
+
 def main() -> None:
+    problem = mixed_checkouts()
+    if problem:
+        click.echo(f"error: {problem}", err=True)
+        sys.exit(2)
     signal.signal(signal.SIGTERM, raise_interrupt)  # clean up like Ctrl-C, not leave a partial run
     try:
         cli.main(standalone_mode=False)
     except UserError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
-    except click.exceptions.Abort:
-        click.echo("error: interrupted; nothing was left half-written", err=True)
+    except click.exceptions.Abort as exc:
+        click.echo(f"error: interrupted; {interrupted(exc.__cause__)}", err=True)
         sys.exit(130)
     except click.UsageError as exc:
         where = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx else ""
@@ -59,8 +86,8 @@ def main() -> None:
     except click.ClickException as exc:
         click.echo(f"error: {exc.format_message()}", err=True)
         sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
-        click.echo("error: interrupted; nothing was left half-written", err=True)
+    except KeyboardInterrupt as exc:
+        click.echo(f"error: interrupted; {interrupted(exc)}", err=True)
         sys.exit(130)
     except OSError as exc:
         if DEBUG in sys.argv:
@@ -74,6 +101,12 @@ def main() -> None:
         click.echo(f"error: unexpected {type(exc).__name__}: {first}; this is a fedattack bug: "
                    f"run again with `fedattack {DEBUG} ...` for the traceback and report it", err=True)
         sys.exit(1)
+
+
+def interrupted(exc: BaseException | None) -> str:
+    """What an interrupt left: what the interrupted work says it kept, else nothing."""
+    kept = str(exc) if isinstance(exc, KeyboardInterrupt) else ""
+    return kept or "nothing was left half-written"
 
 
 def describe_os_error(exc: OSError) -> str:

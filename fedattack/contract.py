@@ -20,6 +20,7 @@ from fedattack.registry import UserError
 
 if TYPE_CHECKING:
     from fedattack.data.normalization import Normalization
+    from fedattack.defences.base import Defence
     from fedattack.target import Target
     from fedattack.training import Trainer
 
@@ -50,7 +51,9 @@ class TargetContext:
     the method's hyperparameters or a run's identity. `clients_per_round` (m) is what a defence's
     noise scale and privacy accounting need (client-side DP noise is sigma*C/sqrt(m)).
     `normalization` is applied to the inputs as the first step of `forward` (None: pixels as
-    they are; see fedattack.data.normalization).
+    they are; see fedattack.data.normalization). `defences` are what the method is composed
+    with, innermost first (`fedattack.defences.make_target` builds them here, before the
+    method): the method's base class runs them.
     """
 
     model: str
@@ -63,6 +66,7 @@ class TargetContext:
     data_root: str | None = None
     clients_per_round: int = 1
     normalization: Normalization | None = None
+    defences: tuple[Defence, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -24,10 +24,10 @@ SCALARS = (bool, int, float, str)
 @dataclass(frozen=True, kw_only=True)
 class EvaluationSpec:
     """threat_models / attacks: registered names or "all"; attacks "default" is the default
-    audit (per threat model the strongest attacks that fit the budget, `attacks.default_audit`).
+    audit (per threat model the strongest attacks that fit the budget, `attacks.planning.default_audit`).
     victims: client ids, "all" or "random:N" (drawn by the seed among the clients on the
     recorded wire). reconstruction: "strongest" (every applicable strategy, and the strongest
-    chosen honestly, `attacks.selection`), "auto" (the one of lowest rank), "all" or strategy
+    chosen honestly, `attacks.evaluation.selection`), "auto" (the one of lowest rank), "all" or strategy
     names, comma-separated. aux_size / eval_size: samples of the test
     split for the adversary's auxiliary data and the evaluation classifier (None: 40% / 30%).
     max_queries: most members judged per victim. nonmembers: non-members drawn per victim (at

@@ -22,6 +22,23 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 @contextmanager
 def honour_interrupts() -> Iterator[None]:
+    with _noted(raise_at_once=True):
+        yield
+
+
+@contextmanager
+def held_interrupts() -> Iterator[None]:
+    """SIGINT and SIGTERM wait until the block ends (a few moves of files that belong together:
+    an evaluation's victim published whole), then interrupt as Ctrl-C does. Outside the main
+    thread the block runs as it is."""
+    with _noted(raise_at_once=False):
+        yield
+
+
+@contextmanager
+def _noted(raise_at_once: bool) -> Iterator[None]:
+    """SIGINT and SIGTERM noted while the block runs (and raised at once, or not), and raised
+    again as `KeyboardInterrupt` when it ends if one arrived."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -29,7 +46,8 @@ def honour_interrupts() -> Iterator[None]:
 
     def note(signum: int, frame: FrameType | None) -> None:
         seen.append(signum)
-        raise KeyboardInterrupt
+        if raise_at_once:
+            raise KeyboardInterrupt
 
     previous = {s: signal.getsignal(s) for s in SIGNALS}
     for s in SIGNALS:

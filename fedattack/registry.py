@@ -75,6 +75,10 @@ class Registry(Generic[T]):
         """The names registered so far, without importing the built-ins (e.g. a --plugin file's)."""
         return sorted(self._items)
 
+    def loaded(self) -> list[tuple[str, T]]:
+        """The items registered so far, without importing the built-ins (what `registered` names)."""
+        return sorted(self._items.items())
+
     def __contains__(self, name: object) -> bool:
         self.discover()
         return name in self._items

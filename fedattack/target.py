@@ -19,8 +19,15 @@ clients train at once is the method's to say too: `step_kernel` hands the batche
 hand-written training of a stack of clients (`fedattack.kernels`), or None for the generic
 `vmap(grad(local_loss))`.
 
+A method's defences are part of its context (`TargetContext.defences`), and this base class runs
+them where the contract says: each one's client side as the uplink leaves the client (`seal`),
+each one's server side before `aggregate` (`receive`, `server_step`), the dtypes they send
+(`recorded_schema`), whether they mask the uplinks (`uplinks_hidden`, `read_uplink`), and
+whether one trains the clients itself (`trains_in_stacks`; the sequential loop then takes its
+local gradients, `fedattack.training.local_gradients`).
+
 Whatever an executor, a kernel, a defence or an attack needs to know about a method, the method
-declares (`local_objective`, `plain_forward`, `aggregates_weighted_mean`, `uplink_update`, ...);
+declares (`local_objective`, `plain_forward`, `reads_weighted_mean`, `uplink_update`, ...);
 nothing inspects its code. A declaration is about some of the method's functions
 (`declared_about`): a subclass that overrides one of them without declaring it again in its own
 class body loses it (False, or None from the function), so nothing trusts a fact that its class
@@ -60,6 +67,7 @@ from fedattack.models.layers import Layers
 from fedattack.optim import SGD, Optimizer
 from fedattack.options import build_dataclass
 from fedattack.registry import TARGETS
+from fedattack.rng import generator
 from fedattack.training import Batch
 from fedattack.wire import Message, Payload, update_by_names, with_update_by_names
 
@@ -87,13 +95,14 @@ class Target:
     # -- declarations (see the module docstring) --
     plain_forward: ClassVar[bool] = True  # forward(params, x) is the model on normalized(x)
     plain_normalization: ClassVar[bool] = True  # normalized(x): (x - mean) / std by channel, the context's
-    aggregates_weighted_mean: ClassVar[bool] = True  # aggregate: the n_k-weighted mean of the uplinks
+    # aggregate reads the uplinks only through their n_k-weighted mean (FedAvg's; a server
+    # momentum on that mean, FedAvgM's): what secure aggregation composes with
+    reads_weighted_mean: ClassVar[bool] = True
     linear_uplink: ClassVar[bool] = True  # uplinks are affine in the update: their mean carries the mean update
     declared_about: ClassVar[Mapping[str, tuple[str, ...]]] = {
         "plain_forward": ("forward",), "plain_normalization": ("normalized",),
-        "local_objective": ("local_loss",), "aggregates_weighted_mean": ("aggregate",),
+        "local_objective": ("local_loss",), "reads_weighted_mean": ("aggregate",),
         "linear_uplink": ("uplink_update", "with_uplink_update")}
-    defences: Sequence[Defence] = ()  # what wraps this method (`fedattack.defences.make_target`)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -161,8 +170,9 @@ class Target:
     def local_gradients(self, params: State, consts: State, batch: Batch, noise: State, step: torch.Tensor,
                         ctx: ClientContext) -> Sequence[torch.Tensor | None]:
         """One local step's gradient of every parameter (None: unused by the loss), for the
-        sequential loop: autograd of `local_loss`. A method (or a defence that trains the
-        clients itself, DP-SGD) that computes them otherwise cannot be batched."""
+        sequential loop: autograd of `local_loss`. A method that computes them otherwise cannot
+        be batched; a defence that trains the clients itself (DP-SGD) replaces them
+        (`fedattack.training.local_gradients`)."""
         loss = self.local_loss(params, consts, batch, noise, step)
         return torch.autograd.grad(loss, list(params.values()), allow_unused=True)
 
@@ -196,19 +206,6 @@ class Target:
         """The uplink that carries `update` instead (the inverse of `uplink_update`)."""
         return with_update_by_names(up, down, update)
 
-    @property
-    def uplinks_hidden(self) -> str | None:
-        """Why a recorded uplink decodes to nothing (a defence masks it), or None."""
-        return None
-
-    def seal(self, up: Payload, down: Payload, ctx: ClientContext) -> Payload:
-        """The uplink as it leaves the client; every executor calls it after the local update.
-
-        Identity for methods; defences (`fedattack.defences`) transform it here (clipping,
-        noise, compression), so what is recorded is what a defended client sends.
-        """
-        return up
-
     def aggregate(self, server: State, uplinks: list[Message], rnd: int) -> State:
         """The new server state from the round's received messages (sender, payload, samples)."""
         return {**server, **weighted_mean(uplinks)}
@@ -241,6 +238,56 @@ class Target:
         final server and private states and each client's group; e.g. WAFFLe's selection
         health. Nothing by default."""
         return {}
+
+    # -- what the base class runs: the method's defences (see the module docstring) ----------
+    @property
+    def defences(self) -> tuple[Defence, ...]:
+        """What the method is composed with, innermost first (`TargetContext.defences`)."""
+        return self.ctx.defences
+
+    def seal(self, up: Payload, down: Payload, ctx: ClientContext) -> Payload:
+        """The uplink as it leaves the client; every executor calls it after the local update.
+        Each defence's client side runs here, innermost first (clipping, noise, compression),
+        so what is recorded is what a defended client sends."""
+        for defence in self.defences:
+            up = defence.on_uplink(up, down, ctx)
+        return up
+
+    def receive(self, uplinks: list[Message], rnd: int) -> list[Message]:
+        """The round's uplinks as `aggregate` gets them: every defence's server side, outermost
+        first (under secure aggregation, m messages that all carry the weighted mean)."""
+        for defence in reversed(self.defences):
+            gen = generator(self.ctx.seed, f"defence:{defence.name}:server", rnd)
+            uplinks = defence.on_receive(uplinks, rnd, gen)
+        return uplinks
+
+    def server_step(self, server: State, uplinks: list[Message], rnd: int) -> State:
+        """The server's round: its defences' server side (`receive`), then the method's `aggregate`."""
+        return self.aggregate(server, self.receive(uplinks, rnd), rnd)
+
+    def recorded_schema(self) -> WireSchema:
+        """The wire schema as the run records it: the method's, through every defence's `wire`."""
+        schema = self.wire_schema()
+        for defence in self.defences:
+            schema = defence.wire(schema)
+        return schema
+
+    @property
+    def uplinks_hidden(self) -> str | None:
+        """Why a recorded uplink decodes to nothing (a defence masks it), or None."""
+        hiding = [d.name for d in self.defences if d.hides_uplinks]
+        return f"{', '.join(hiding)} masks every uplink" if hiding else None
+
+    def read_uplink(self, down: Payload | None, up: Payload) -> State | None:
+        """What an observer decodes from one round's messages: nothing where a defence masks the
+        uplinks, else the method's `decode`."""
+        return None if self.uplinks_hidden else self.decode(down, up)
+
+    @property
+    def trains_in_stacks(self) -> bool:
+        """Whether an executor may train its clients stacked: it is `batchable` and no defence
+        computes the local steps itself (DP-SGD: then client by client, through the sequential loop)."""
+        return self.batchable and not any(d.trains_locally for d in self.defences)
 
     # -- shared helpers -------------------------------------------------------------------
     def forward(self, params: State, x: torch.Tensor) -> torch.Tensor:

@@ -77,10 +77,14 @@ def sequential_train(target: Any, problem: Any, data: Any, ctx: Any) -> State:
 
 def local_gradients(target: Any, params: State, consts: State, batch: Batch, noise: State,
                     step: torch.Tensor, ctx: Any) -> tuple[torch.Tensor | None, ...]:
-    """One step's gradient of every local parameter (None: unused by the loss), as the method
-    computes it (`Target.local_gradients`: autograd of its loss, or a defence's own such as
-    DP-SGD's per-sample clipping and noise; such a method is not batchable, so this loop is the
-    only one that trains it)."""
+    """One step's gradient of every local parameter (None: unused by the loss): the method's
+    (`Target.local_gradients`, autograd of its loss), or, where a defence trains the clients
+    itself (`Defence.trains_locally`: DP-SGD's per-sample clipping and noise), that defence's.
+    Such a method does not train in stacks (`Target.trains_in_stacks`), so this loop is the
+    only one that trains it."""
+    trainer = next((d for d in target.defences if d.trains_locally), None)
+    if trainer is not None:
+        return tuple(trainer.local_gradients(target, params, consts, batch, noise, step, ctx))
     return tuple(target.local_gradients(params, consts, batch, noise, step, ctx))
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from fedattack import provenance
+from fedattack.atomic import write_text
 from fedattack.reports import document as doc
 from fedattack.reports.aggregate import Row, Stat, Table, attack_tables, utility_table
 from fedattack.reports.collect import Inputs, collect
@@ -59,8 +60,8 @@ def build_report(paths: Sequence[str | Path], out: str | Path, papers: Iterable[
     if figures:
         blocks += _figure_blocks(inputs, tables, out)
     blocks += _provenance(inputs, out)
-    _write(out / "report.md", doc.to_markdown(blocks))
-    _write(out / "report.html", doc.to_html(blocks, title))
+    write_text(out / "report.md", doc.to_markdown(blocks))  # atomic: a report being rewritten is
+    write_text(out / "report.html", doc.to_html(blocks, title))  # never read half-written
     return out / "report.md"
 
 
@@ -140,12 +141,3 @@ def _provenance(inputs: Inputs, out: Path) -> list[doc.Block]:
             doc.Paragraph("Every result file this report read; each records its run, settings and seed, "
                           "so it can be re-run with `fedattack evaluate`."),
             doc.TableBlock(table, "tables/provenance.csv", all_metrics=True)])]
-
-
-def _write(path: Path, text: str) -> None:
-    """Atomic, so a report being rewritten is never read half-written."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.partial")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
-

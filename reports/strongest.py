@@ -18,6 +18,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass, field
 
+from fedattack.leave_one_out import mean_without
 from fedattack.reports.collect import LoadedResult
 from fedattack.reports.families import Unit, unit, values
 
@@ -64,21 +65,16 @@ def strongest(candidates: list[tuple[str, list[LoadedResult]]], key: str, lower:
         return Strongest(list(results.values()), Counter({name: 1}), len(by), optimistic=True)
     out = Strongest([], Counter(), len(by))
     for u in units:
-        score = {name: _mean([v for k, v in vals.items() if k != u], lower) for name, results, vals in by
-                 if u in results}
+        score = {name: _signed(mean_without(vals, u), lower) for name, results, vals in by if u in results}
         name = max(score, key=lambda n: (score[n], -[b[0] for b in by].index(n)))
         out.results.append(next(results[u] for n, results, _ in by if n == name))
         out.chosen[name] += 1
     return out
 
 
-def _mean(xs: list[float], lower: bool) -> float:
-    """The mean, signed so that larger leaks more (-inf for none)."""
-    finite = [x for x in xs if math.isfinite(x)]
-    if not finite:
-        return -math.inf
-    m = sum(finite) / len(finite)
-    return -m if lower else m
+def _signed(mean: float, lower: bool) -> float:
+    """The mean signed so that larger leaks more (-inf, none, stays the least)."""
+    return -mean if lower and math.isfinite(mean) else mean
 
 
 def strategies(results: list[LoadedResult]) -> Counter[str]:

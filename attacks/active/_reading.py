@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from fedattack.attacks.data_reconstruction.image_metrics import psnr_matrix
 from fedattack.registry import UserError
 from fedattack.target import State, Target
 
@@ -75,9 +76,7 @@ def share_read(images: torch.Tensor, truth: torch.Tensor, db: float = 40.0) -> f
     images it knows, e.g. when it calibrates its module on public data)."""
     if len(images) == 0 or len(truth) == 0:
         return 0.0
-    a, b = images.flatten(1).double(), truth.flatten(1).double()
-    mse = ((a * a).sum(1)[:, None] + (b * b).sum(1)[None, :] - 2 * a @ b.T).clamp_min(1e-12) / a.shape[1]
-    return float(((-10 * torch.log10(mse)).max(0).values > db).double().mean())
+    return float((psnr_matrix(images, truth, cap_db=None).max(axis=0) > db).mean())
 
 
 def first_dense(target: Target) -> tuple[str, str]:

@@ -25,7 +25,7 @@ from fedattack.attacks.active._reading import layer_update, ratio_images
 from fedattack.attacks.base import Adversary, NotApplicable, Scored
 from fedattack.attacks.data_reconstruction.cost import scoring_cost
 from fedattack.attacks.data_reconstruction.family import DataReconstruction, Reconstructions
-from fedattack.attacks.data_reconstruction.image_metrics import assignment, ssim
+from fedattack.attacks.data_reconstruction.image_metrics import assignment, psnr_matrix, ssim
 from fedattack.attacks.evaluation.truth import GroundTruth
 from fedattack.attacks.planning.cost import Cost, Workload
 from fedattack.federation.active import Exchange, build_active
@@ -106,12 +106,10 @@ class Matched:
 
 
 def matched(recs: torch.Tensor, real: torch.Tensor) -> Matched:
-    """Pair and score; PSNR from squared distances in float64, without an (R, N, P) tensor."""
+    """Pair and score (the project's PSNR, `image_metrics.psnr_matrix`)."""
     if len(recs) == 0 or len(real) == 0:
         return Matched([], np.zeros(0), np.zeros(0), len(real))
-    a, b = recs.flatten(1).double(), real.flatten(1).double()
-    mse = ((a * a).sum(1)[:, None] + (b * b).sum(1)[None, :] - 2 * a @ b.T).clamp_min(0) / a.shape[1]
-    table = (10 * torch.log10(1.0 / mse.clamp_min(10 ** (-CAP_DB / 10)))).numpy()
+    table = psnr_matrix(recs, real, cap_db=CAP_DB)
     rows, cols = assignment(table, maximize=True)
     psnr = table[rows, cols]
     ssims = np.array([ssim(recs[i], real[j]) for i, j in zip(rows, cols)])
@@ -125,15 +123,15 @@ def exchange(adv: Adversary, rnd: int, victim: int) -> Exchange:
     sent = {m.receiver: dict(m.payload) for m in msgs if m.kind == "downlink"}
     ups = [m for m in msgs if m.kind == "uplink"]
     every = [e for e in adv.view.reader.index if e["round"] == rnd and e["kind"] == "uplink"]
-    hidden = getattr(target, "uplinks_hidden", None)
+    hidden = target.uplinks_hidden
     if hidden and len(ups) < len(every):
         raise NotApplicable(f"{hidden}: only the sum of all {len(every)} uplinks of round {rnd} says anything, "
                             f"and the {adv.view.threat_model} sees {len(ups)}")
-    received = ({m.sender: dict(target.receive(ups, rnd)[0].payload) for m in ups}  # type: ignore[attr-defined]
+    received = ({m.sender: dict(target.receive(ups, rnd)[0].payload) for m in ups}
                 if hidden else {m.sender: dict(m.payload) for m in ups})
     if victim not in sent or victim not in received:
         raise NotApplicable(f"the {adv.view.threat_model} does not see client {victim}'s messages of round {rnd}")
-    unweighted = any(d.sums_unweighted for d in getattr(target, "defences", []))
+    unweighted = any(d.sums_unweighted for d in target.defences)
     return Exchange(round=rnd, victim=victim, sent=sent, received=received,
                     samples={m.sender: int(m.samples or 1) for m in ups}, aggregated=bool(hidden),
                     unweighted=unweighted, target=target, aux=adv.knowledge.aux.x)
@@ -143,7 +141,7 @@ def honest_readout(seen: Exchange) -> Reconstructions:
     """An honest server's reading: every unit of the first dense layer, weight over bias update,
     from the victim's decoded uplink (or the round's aggregate under secure aggregation)."""
     down, up = seen.sent[seen.victim], seen.received[seen.victim]
-    after = up if seen.aggregated else seen.target.decode(down, up)
+    after = up if seen.aggregated else seen.target.read_uplink(down, up)
     try:
         d_weight, d_bias = layer_update(down, after or {}, seen.target)
     except (UserError, KeyError) as why:

@@ -17,9 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-import numpy as np
 import torch
-from skimage.metrics import peak_signal_noise_ratio
 
 from fedattack.attacks.base import Adversary, Attack, Scored
 from fedattack.attacks.data_reconstruction.image_metrics import RECOVERED_DB, score_images
@@ -69,9 +67,3 @@ class DataReconstruction(Attack):
         images = {"reconstructions": recs[torch.as_tensor(scores.recon_index)],
                   "matched": real[torch.as_tensor(scores.truth_index)]}
         return Scored(metrics=scores.summary(), extra=extra, images=images)
-
-
-def psnr(reference: torch.Tensor, image: torch.Tensor) -> float:
-    """PSNR in dB of `image` against `reference`, pixels in [0, 1] (scikit-image)."""
-    return float(peak_signal_noise_ratio(reference.numpy().astype(np.float64),
-                                         image.detach().numpy().astype(np.float64), data_range=1.0))

@@ -27,17 +27,18 @@ from fedattack.attacks.data_reconstruction.gradient import MatchSettings, gradie
 from fedattack.attacks.data_reconstruction.inversion_family import POLISH_RATE, InversionSettings, UpdateInversionFamily
 from fedattack.attacks.data_reconstruction.joint import Inverted
 from fedattack.attacks.data_reconstruction.problem import VictimUpdate
+from fedattack.attacks.data_reconstruction.units import MatchingUnits
 from fedattack.attacks.planning.cost import GRAPH_PEAK, Cost, Workload, cheaper_setting
 
 
 def images_cost(work: Workload, iterations: int, restarts: int, chunk: int | None) -> Cost:
     """`iterations` x `restarts` matching steps over every image, `chunk` images' graph at once
     (a first pass without a graph then costs about a forward and backward more per image)."""
-    p, n = work.probe, work.samples
+    u, n = work.probe.unit(MatchingUnits), work.samples
     c = min(chunk or n, n)
-    per_image = p.second_seconds + (p.grad_seconds if c < n else 0.0)
-    per_iteration = math.ceil(n / c) * p.second_fixed_seconds + n * per_image
-    memory = int(GRAPH_PEAK * (c * p.second_bytes + p.second_fixed_bytes)) + 6 * n * p.input_numel * 4
+    per_image = u.second_seconds + (u.grad_seconds if c < n else 0.0)
+    per_iteration = math.ceil(n / c) * u.second_fixed_seconds + n * per_image
+    memory = int(GRAPH_PEAK * (c * u.second_bytes + u.second_fixed_bytes)) + 6 * n * work.probe.input_numel * 4
     return Cost(restarts * iterations * per_iteration, memory, f"{iterations} iterations x {n:,} images")
 
 

@@ -40,15 +40,29 @@ class ImageScores:
 CHUNK_FLOATS = 2**24  # the pairwise differences held at once (64 MB): thousands of images x thousands
 
 
-def psnr_matrix(recon: torch.Tensor, truth: torch.Tensor) -> np.ndarray:
-    """PSNR (data range 1) of every reconstruction against every real image, batched over as
-    many reconstructions at a time as keep the pairwise differences within `CHUNK_FLOATS` (all
-    at once, 2,400 MNIST images against 2,400 held 18 GB)."""
-    a, b = recon.flatten(1), truth.flatten(1)
+CAP_DB = 100.0  # an exact copy: PSNR is capped here so means stay finite
+
+
+def psnr_matrix(recon: torch.Tensor, truth: torch.Tensor, cap_db: float | None = CAP_DB) -> np.ndarray:
+    """PSNR in dB (data range 1) of every reconstruction against every real image: the project's
+    one PSNR. The mean squared difference is taken in float64 as scikit-image's
+    `peak_signal_noise_ratio` takes it for one pair (the same bits), capped at `cap_db` (None:
+    an exact copy is infinite), batched over as many reconstructions at a time as keep the
+    pairwise differences within `CHUNK_FLOATS` (all at once, 2,400 MNIST images against 2,400
+    held 36 GB)."""
+    a = recon.detach().flatten(1).double().cpu().numpy()
+    b = truth.detach().flatten(1).double().cpu().numpy()
     rows = max(1, CHUNK_FLOATS // max(1, b.shape[0] * b.shape[1]))
-    mse = torch.cat([((a[i:i + rows, None, :] - b[None, :, :]) ** 2).mean(2) for i in range(0, len(a), rows)]) \
-        if len(a) else a.new_zeros((0, b.shape[0]))
-    return (10 * torch.log10(1.0 / mse.clamp(min=1e-10))).double().cpu().numpy()
+    mse = (np.concatenate([((a[i:i + rows, None, :] - b[None, :, :]) ** 2).mean(axis=2)
+                           for i in range(0, len(a), rows)]) if len(a) else np.zeros((0, len(b))))
+    with np.errstate(divide="ignore"):
+        table = 10 * np.log10(1.0 / mse)
+    return table if cap_db is None else np.minimum(table, cap_db)
+
+
+def psnr(reference: torch.Tensor, image: torch.Tensor) -> float:
+    """PSNR in dB of `image` against `reference`, pixels in [0, 1] (uncapped, as scikit-image's)."""
+    return float(psnr_matrix(image[None], reference[None], cap_db=None)[0, 0])
 
 
 def assignment(score: np.ndarray, maximize: bool) -> tuple[np.ndarray, np.ndarray]:

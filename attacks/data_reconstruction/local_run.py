@@ -29,7 +29,7 @@ class LocalRecipe:
     `segment` is not the client's: the most simulated steps whose graph is held at once (None:
     all). The run is then recomputed segment by segment during the backward (activation
     checkpointing): the same numbers, bit for bit, in memory that grows with the segment, for
-    about a third more time (`attacks.cost`; the planner sets it from the memory budget)."""
+    about a third more time (`attacks.planning.cost`; the planner sets it from the memory budget)."""
 
     epochs: int
     batch_size: int

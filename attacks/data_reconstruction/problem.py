@@ -64,7 +64,7 @@ def victim_update(adv: Adversary, adaptive_selection: bool) -> VictimUpdate:
         raise NotApplicable("no downlink observed: an update cannot be inverted without the weights it started from")
     if obs.up is None:
         raise NotApplicable("no uplink of the victim observed")
-    decoded = target.decode(obs.down, obs.up)
+    decoded = target.read_uplink(obs.down, obs.up)
     if decoded is None:
         raise NotApplicable(f"the {target.name} uplink of round {obs.round} does not decode to model parameters")
     selection = {f"{layer}.b": factors for layer, factors in target.hidden().selection.items()}

@@ -98,7 +98,7 @@ def stacked_first_layer(adv: Adversary, count: int, shape: tuple[int, ...], wind
         up = next((m.payload for m in msgs if m.kind == "uplink"), None)
         if down is None or up is None:
             continue
-        decoded = target.decode(down, up)
+        decoded = target.read_uplink(down, up)
         if decoded is None:
             continue
         start = {k: down[k].detach().float() for k in decoded if k in down and down[k].shape == decoded[k].shape}

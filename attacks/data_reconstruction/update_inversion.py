@@ -24,6 +24,7 @@ from fedattack.attacks.data_reconstruction.fedavg import PRIORS, UpdateSettings,
 from fedattack.attacks.data_reconstruction.inversion_family import POLISH_RATE, InversionSettings, UpdateInversionFamily
 from fedattack.attacks.data_reconstruction.joint import Inverted
 from fedattack.attacks.data_reconstruction.problem import VictimUpdate
+from fedattack.attacks.data_reconstruction.units import SimulationUnits
 from fedattack.attacks.planning.cost import GRAPH_PEAK, Cost, Workload, cheaper_setting
 from fedattack.options import one_of
 from fedattack.registry import UserError
@@ -94,11 +95,11 @@ RECOMPUTE = 1.35  # time of a run recomputed segment by segment, against one kep
 def run_cost(work: Workload, s: UpdateInversionSettings, chunk: int | None) -> Cost:
     """`iterations` x `restarts` simulated local runs, `chunk` steps' graph at once, and the
     epoch alignment's assignments every `realign_every` iterations."""
-    p, steps, n = work.probe, work.local_steps(), work.samples
+    p, u, steps, n = work.probe, work.probe.unit(SimulationUnits), work.local_steps(), work.samples
     c = min(chunk or steps, steps)
-    per_iteration = steps * p.sim_step_seconds * (RECOMPUTE if c < steps else 1.0)
+    per_iteration = steps * u.sim_step_seconds * (RECOMPUTE if c < steps else 1.0)
     aligns = math.ceil(s.iterations / s.realign_every) * max(0, work.epochs - 1) if s.prior == "matching" else 0
     seconds = s.restarts * (s.iterations * per_iteration + aligns * n**3 * ASSIGN_SECONDS)
-    memory = (int(GRAPH_PEAK * c * p.sim_step_bytes) + 2 * math.ceil(steps / c) * p.param_bytes
+    memory = (int(GRAPH_PEAK * c * u.sim_step_bytes) + 2 * math.ceil(steps / c) * p.param_bytes
               + 6 * work.epochs * n * p.input_numel * 4)
     return Cost(seconds, memory, f"{s.iterations} iterations x {steps:,} simulated local steps")

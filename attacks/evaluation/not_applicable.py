@@ -10,7 +10,7 @@ from typing import Any
 
 from fedattack.attacks.base import Attack, ResultContext
 from fedattack.attacks.evaluation.request import build_attacks, names, parse_victims
-from fedattack.attacks.evaluation.summary import write_summary
+from fedattack.attacks.evaluation.results_folder import ResultsFolder
 from fedattack.attacks.planning import default_audit
 from fedattack.attacks.planning import planner as planning
 from fedattack.attacks.threat_models.base import RunFacts, ThreatModel
@@ -27,7 +27,7 @@ def diverged_note(fed: Federation) -> str:
             "would measure nothing" if names else "")
 
 
-def not_applicable_into(fed: Federation, spec: EvaluationSpec, out: Path, why: str) -> list[Path]:
+def not_applicable_into(fed: Federation, spec: EvaluationSpec, folder: ResultsFolder, why: str) -> list[Path]:
     """One not-applicable result per victim, threat model and attack, saying why: the cell is
     recorded (reports show it), nothing is attacked and no data is loaded."""
     threats = [THREAT_MODELS.get(n)() for n in names(spec.threat_models, THREAT_MODELS.names())]
@@ -36,11 +36,13 @@ def not_applicable_into(fed: Federation, spec: EvaluationSpec, out: Path, why: s
     base = ResultContext(run=run_info(fed), pools={}, max_queries=spec.max_queries, executor=spec.executor,
                          reconstruction_request=spec.reconstruction, threat_model={}, knowledge={})
     facts = RunFacts.of(fed)
+    victims = parse_victims(spec.victims, fed, spec.seed)
+    folder.begin(victims)
+    out = folder.stage()
     written = [not_applicable(a, tm, victim, spec.seed, out, replace(base, threat_model=tm.describe(victim, facts)),
                               why)
-               for victim in parse_victims(spec.victims, fed, spec.seed) for tm in threats for a in attacks]
-    write_summary(out / "summary.json", written)
-    return written
+               for victim in victims for tm in threats for a in attacks]
+    return folder.publish(out, written, *victims)
 
 
 def not_applicable(attack: Attack, tm: ThreatModel, victim: int, seed: int, out: Path, ctx: ResultContext,

@@ -5,7 +5,9 @@ a request before any data is loaded."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from fedattack.attacks.base import Attack
@@ -27,7 +29,7 @@ def names(request: str | Sequence[str], known: list[str]) -> list[str]:
 def build_attacks(chosen: list[str], options: dict[str, Any]) -> list[Attack]:
     """Attack objects; each option goes to every chosen attack that has such a setting."""
     classes = [ATTACKS.get(n) for n in chosen]
-    fields = [set(getattr(c.Settings, "__dataclass_fields__", {})) for c in classes]
+    fields = [c.setting_names() for c in classes]
     unused = [k for k in options if not any(k.replace("-", "_") in f for f in fields)]
     if unused:
         raise UserError(f"no chosen attack has the setting {unused_setting(unused[0], chosen, fields)}; "
@@ -43,7 +45,7 @@ def unused_setting(key: str, chosen: list[str], fields: list[set[str]]) -> str:
     if close:
         return f"{key!r}{close}"
     owners = [n for n in ATTACKS.names() if n not in chosen
-              and key.replace("-", "_") in getattr(ATTACKS.get(n).Settings, "__dataclass_fields__", {})]
+              and key.replace("-", "_") in ATTACKS.get(n).setting_names()]
     return f"{key!r} (attack {', '.join(owners)} has it: choose it too)" if owners else repr(key)
 
 
@@ -81,3 +83,38 @@ def random_victims(fed: Federation, count: str, seed: int, at_most_all: bool = F
     seen = sorted(set(fed.transcript().clients())) or list(range(fed.num_clients))
     k = min(int(count), len(seen))
     return sorted(int(c) for c in numpy_rng(seed, "victims").choice(seen, size=k, replace=False))
+
+
+def victims_done(kept: list[Path], chosen: list[int], spec: Any, threats: Sequence[Any],
+                 echo: Callable[[str], None]) -> set[int]:
+    """The chosen victims whose every (threat model, attack) result is among `kept` (a resumed
+    evaluation skips them, and says so). Under the default audit, whose attacks depend on the
+    budget, a victim is done once every threat model has its results."""
+    from fedattack.attacks.planning.default_audit import DEFAULT
+
+    if not kept:
+        return set()
+    tms = [tm.name for tm in threats]
+    wanted = ({(tm, "*") for tm in tms} if DEFAULT in spec.attacks
+              else {(tm, a) for tm in tms for a in names(spec.attacks, ATTACKS.names())})
+    have: dict[int, set[tuple[str, str]]] = {}
+    made: list[object] = []
+    for path in kept:
+        r = json.loads(path.read_text())
+        have.setdefault(int(r["victim"]), set()).update({(r["threat_model"], r["attack"]), (r["threat_model"], "*")})
+        made.append((r.get("extra") or {}).get("software"))
+    done = {v for v in chosen if wanted <= have.get(v, set())}
+    if done:
+        echo(f"resume: {len(done)} victim(s) already evaluated in this folder, skipped{_other_software(made)}")
+    return done
+
+
+def _other_software(made: list[object]) -> str:
+    """A note when results kept by a resume were made by other software than this one."""
+    from fedattack.provenance import describe, made_elsewhere, software
+
+    other = [m for m in made if made_elsewhere(m)]
+    if not other:
+        return ""
+    return (f"; {len(other)} of the results kept were made by other software than this "
+            f"({describe(software())}): --force recomputes them")

@@ -26,6 +26,7 @@ from typing import Any
 
 from fedattack.attacks.evaluation.upper_bound import leak_value
 from fedattack.attacks.hidden_parts.base import RECONSTRUCTIONS
+from fedattack.leave_one_out import mean_without
 from fedattack.registry import UserError
 from fedattack.results import AttackResult, Metric
 
@@ -61,8 +62,7 @@ def selected(victim: int, by_victim: dict[int, dict[str, AttackResult]], strateg
     template = next(iter(mine.values()))
     primary = primary_metric(template)
     others = {v: rs for v, rs in by_victim.items() if v != victim}
-    scores = {s: mean_leak([rs[s] for rs in others.values() if s in rs and rs[s].applicable], primary)
-              for s in strategies}
+    scores = {s: mean_without(leaks(by_victim, s, primary), victim) for s in strategies}
     usable = {s: v for s, v in scores.items() if math.isfinite(v) and s in mine and mine[s].applicable}
     info: dict[str, Any] = {"rule": RULE, "metric": primary.key if primary else None,
                             "chosen_on_victims": sorted(others), "mean_on_other_victims": _finite(scores),
@@ -85,13 +85,12 @@ def primary_metric(result: AttackResult) -> Metric | None:
     return next((m for m in declared.values() if m.primary), next(iter(declared.values()), None))
 
 
-def mean_leak(results: list[AttackResult], metric: Metric | None) -> float:
-    """The mean over results of the metric, signed so that larger leaks more (-inf: none)."""
+def leaks(by_victim: dict[int, dict[str, AttackResult]], strategy: str, metric: Metric | None) -> dict[int, float]:
+    """Per victim, the strategy's applicable result's metric, signed so that larger leaks more."""
     if metric is None:
-        return float("-inf")
-    values = [leak_value(r, metric) for r in results]
-    values = [v for v in values if math.isfinite(v)]
-    return sum(values) / len(values) if values else float("-inf")
+        return {}
+    return {v: leak_value(rs[strategy], metric) for v, rs in by_victim.items()
+            if strategy in rs and rs[strategy].applicable}
 
 
 def rank(strategy: str) -> int:

@@ -12,13 +12,13 @@ Its schema differs from a result's, so reports never mistake it for one.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from fedattack.atomic import write_json
 from fedattack.attacks.membership.metrics import FPR_LEVELS, pooled, pooled_intervals, ranking
 from fedattack.intervals import mean_interval
 from fedattack.rates import chance_tpr, measurable
@@ -99,8 +99,4 @@ def write_summary(path: Path, result_files: list[Path]) -> Path:
     results = [AttackResult.load(p) for p in result_files]
     data = {"schema": SUMMARY_SCHEMA, "results": [p.name for p in result_files],
             "groups": summarize(results)}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.partial")
-    tmp.write_text(json.dumps(data, indent=1))
-    tmp.replace(path)
-    return path
+    return write_json(path, data)

@@ -25,6 +25,12 @@ from fedattack.target import State, Target
 
 RECONSTRUCTIONS: Registry = Registry("reconstruction", "fedattack.attacks.hidden_parts")
 
+# Which model a threat model attacks (`ThreatModel.attacks`), and so which strategies serve it.
+CLIENT_MODEL = "client model"  # the victim's own model, rebuilt from what it sent
+BROADCAST_MODEL = "broadcast model"  # the model the server broadcast
+DEPLOYED_MODEL = "deployed model"  # the model the victim deploys (an upper bound's)
+MODELS = (CLIENT_MODEL, BROADCAST_MODEL, DEPLOYED_MODEL)
+
 
 @dataclass
 class Reconstructed:
@@ -47,6 +53,7 @@ class Strategy:
     needs: ClassVar[frozenset[str]] = frozenset()  # Observation parts it reads besides decode's
     needs_labels: ClassVar[bool] = False  # it fits on labelled auxiliary data (no labels: not applicable)
     rank: ClassVar[int] = 10  # `auto` picks the applicable strategy of lowest rank
+    serves: ClassVar[frozenset[str]] = frozenset({CLIENT_MODEL})  # the attacked models it rebuilds
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -83,29 +90,28 @@ class WireOnly(Strategy):
         return Reconstructed("wire", {}, {"source": "none: the attack reads the wire itself"})
 
 
-def applicable(target: Target, parts: frozenset[str], deployed_only: bool) -> list[Strategy]:
-    """Strategies that can rebuild `target`'s client model from observations with `parts`."""
+def applicable(target: Target, parts: frozenset[str], attacks: str) -> list[Strategy]:
+    """Strategies that rebuild `target`'s model of the kind a threat model `attacks` (one of
+    `MODELS`) from observations with `parts`; a strategy serves only the kinds it declares."""
     out = []
     for cls in sorted((c for _, c in RECONSTRUCTIONS.items()), key=lambda c: (c.rank, c.name)):
         strategy = cls()
-        if strategy.unsupported(target) is not None:
+        if attacks not in strategy.serves or strategy.unsupported(target) is not None:
             continue
-        needed = strategy.needed(target)
-        if needed <= parts and deployed_only == ("deployed" in needed):
+        if strategy.needed(target) <= parts:
             out.append(strategy)
     return out
 
 
-def resolve(request: str, target: Target, parts: frozenset[str],
-            deployed_only: bool) -> list[Strategy]:
+def resolve(request: str, target: Target, parts: frozenset[str], attacks: str) -> list[Strategy]:
     """`auto` (the applicable strategy of lowest rank), `all` or `strongest` (every applicable:
-    `strongest` then keeps the strongest, chosen honestly, `attacks.selection`) or strategies
+    `strongest` then keeps the strongest, chosen honestly, `attacks.evaluation.selection`) or strategies
     by name.
 
     Returns [] when nothing applies (the caller reports "not applicable"); a strategy asked for
     by name that cannot apply here is the user's mistake and raises `UserError`.
     """
-    usable = applicable(target, parts, deployed_only)
+    usable = applicable(target, parts, attacks)
     if request == "auto":
         return usable[:1]
     if request in ("all", "strongest"):
@@ -123,7 +129,7 @@ def resolve(request: str, target: Target, parts: frozenset[str],
 def decoded(target: Target, obs: Observation) -> State:
     """The client's parameters decoded from the observation by the method's own decoder."""
     assert obs.up is not None
-    params = target.decode(obs.down, obs.up)
+    params = target.read_uplink(obs.down, obs.up)
     if params is None:
         raise ValueError(f"{target.name} cannot decode the messages of round {obs.round}")
     return params

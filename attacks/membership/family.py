@@ -32,6 +32,7 @@ from fedattack.attacks.evaluation.data import Samples
 from fedattack.attacks.evaluation.truth import GroundTruth
 from fedattack.attacks.hidden_parts.base import log_probs
 from fedattack.attacks.membership.metrics import all_metrics, statistics
+from fedattack.attacks.planning.cost import Cost, Workload
 from fedattack.results import Metric
 
 RATE = (0.0, 1.0)
@@ -79,6 +80,15 @@ class MembershipAttack(Attack):
     # The attack claims to find members at low FPR (Carlini et al. 2022); the calibration tests
     # hold every attack that claims it to TPR >= 10% at 1% FPR on a model that memorised.
     low_fpr: ClassVar[bool] = True
+
+    def cost(self, work: Workload, chunk: int | None = None) -> Cost:
+        """A score-only attack's (its `scores` reads the attacked model on the queries, as the
+        README's `Confidence` does): the queries through the model, for the score and the
+        loss-threshold baseline, and the family's scoring. An attack that trains shadow or
+        reference models declares its own."""
+        p, q = work.probe, work.queries
+        memory = 2 * q * work.classes * 8 + 4 * min(q, 1024) * p.input_numel
+        return Cost(q * (2 * p.forward_seconds + SCORE_SECONDS_PER_QUERY), memory, f"{q:,} queries scored")
 
     def scores(self, adv: Adversary, gen: torch.Generator) -> np.ndarray | Calibrated:
         """One number per query of `adv.knowledge.queries`, higher = more likely a member."""

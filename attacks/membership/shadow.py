@@ -144,7 +144,7 @@ def deployed_alone(target: Target, server: State, up: Payload, private: State, n
     training, private parts included (the server state is the round's downlink)."""
     try:
         msg = Message(rnd, client, SERVER, "uplink", up, samples=n)
-        merged = target.aggregate(server, [msg], rnd) if up else server
+        merged = target.server_step(server, [msg], rnd) if up else server
     except (KeyError, IndexError, ValueError, RuntimeError):
         merged = {**server, **up}
     return target.deployed(merged, private)

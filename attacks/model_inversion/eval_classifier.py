@@ -68,7 +68,12 @@ def training_cost(probe: Probe, size: int, epochs: int = 30, batch_size: int = 6
     as the backward on these small models)."""
     batches = math.ceil((1 - HOLDOUT) * size / batch_size)
     steps = max(epochs * batches, MIN_STEPS) if size else 0
-    seconds = steps * 2 * (min(batch_size, size) * probe.grad_seconds + probe.grad_fixed_seconds)
+    seconds = 0.0
+    if steps:  # the input gradient's units are model inversion's, measured only when it is planned
+        from fedattack.attacks.model_inversion.inversion import InversionUnits
+
+        units = probe.unit(InversionUnits)
+        seconds = steps * 2 * (min(batch_size, size) * units.grad_seconds + units.grad_fixed_seconds)
     return Cost(seconds, 8 * probe.param_bytes, f"the evaluation classifier ({steps:,} steps, once)")
 
 

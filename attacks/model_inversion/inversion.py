@@ -17,6 +17,7 @@ as `psnr_all_classes` and `attack_accuracy_all_classes`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -25,9 +26,10 @@ from torch.func import grad, vmap
 
 from fedattack import progress
 from fedattack.attacks.base import Adversary, Attack, AuditRole, NotApplicable, Scored
-from fedattack.attacks.data_reconstruction.family import psnr
+from fedattack.attacks.data_reconstruction.image_metrics import psnr
 from fedattack.attacks.evaluation.truth import GroundTruth
-from fedattack.attacks.planning.cost import GRAPH_PEAK, Cost, Workload, cheaper_setting
+from fedattack.attacks.planning.cost import GRAPH_PEAK, Cost, Units, Workload, cheaper_setting
+from fedattack.attacks.planning.probe import fastest, input_grad, per_image, probe_params
 from fedattack.options import one_of
 from fedattack.registry import UserError
 from fedattack.results import Metric
@@ -83,9 +85,9 @@ class Inversion(Attack):
     def cost(self, work: Workload, chunk: int | None = None) -> Cost:
         """Every class's image through `steps` forward and backward passes (the stopping rule
         ends most classes at `steps` on the papers' models: planned as if all did)."""
-        p, s, k = work.probe, self.settings, work.classes
-        memory = int(GRAPH_PEAK * k * p.grad_bytes) + 4 * k * p.input_numel * 4 + s.steps * k * 8
-        return Cost(s.steps * p.inversion_step_seconds, memory, f"{k} classes x {s.steps:,} steps")
+        u, s, k = work.probe.unit(InversionUnits), self.settings, work.classes
+        memory = int(GRAPH_PEAK * k * u.grad_bytes) + 4 * k * work.probe.input_numel * 4 + s.steps * k * 8
+        return Cost(s.steps * u.inversion_step_seconds, memory, f"{k} classes x {s.steps:,} steps")
 
     def cheaper(self, work: Workload, memory: int, seconds: float | None) -> str:
         return cheaper_setting(self, work, memory, seconds, "steps", [2000, 1000, 300, 100])
@@ -252,3 +254,28 @@ def invert_many(target: Target, params: list[State], x0: list[torch.Tensor],
 
 def _mean(values: list[float]) -> float:
     return float(np.mean(values)) if values else float("nan")
+
+
+@dataclass(frozen=True)
+class InversionUnits(Units):
+    """Model inversion's unit costs, measured when an inversion (or the evaluation classifier
+    that scores it) is planned: per image, a forward and backward to the inputs with a graph
+    (seconds, seconds whatever the batch, the bytes the graph saves), and one step of `invert`,
+    every class's image at once."""
+
+    grad_seconds: float
+    grad_fixed_seconds: float
+    grad_bytes: int
+    inversion_step_seconds: float
+
+    @classmethod
+    def measure(cls, target: Target, executor: str, seed: int) -> InversionUnits:
+        params, shape = probe_params(target, seed), tuple(target.ctx.input_shape)
+        seconds, fixed, per_bytes, _ = per_image(lambda x, y: input_grad(target, params, x, y), shape,
+                                                 target.num_classes)
+        x0 = torch.zeros((target.num_classes, *shape))
+
+        def run(k: int) -> None:
+            invert(target, params, x0, InversionSettings(steps=k, patience=k + 1))
+        five, twenty = (fastest(partial(run, k), repeats=2) for k in (5, 20))
+        return cls(seconds, fixed, per_bytes, max(1e-7, (twenty - five) / 15))

@@ -4,7 +4,9 @@ An evaluation plans every call (attack x threat model x victim x reconstruction 
 before any of them runs, from a `Workload`: what the call's cost depends on, read from the run
 directory and the partition's sizes (the planner is the user's tool, not the adversary: it may
 count the victim's images, which the attack itself may not know), and a `Probe` of the model,
-measured once per evaluation on random inputs (`attacks.probe`). Each attack answers
+measured once per evaluation on random inputs (`attacks.planning.probe`: the generic units every
+family uses; a family's own, `Units`, measured by that family when one of its attacks is
+planned). Each attack answers
 `Attack.cost(work, chunk) -> Cost`: seconds and the peak memory it adds to the process, for one
 call, processing `chunk` units at once (`Attack.chunk_unit`: images, models, local steps; None:
 all at once). The planner picks the largest chunk that fits the memory budget, hands it to the
@@ -20,47 +22,62 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from fedattack.resources import human_bytes, human_seconds
+
+if TYPE_CHECKING:
+    from fedattack.target import Target
+
+
+class Units:
+    """Unit costs a family of attacks measures for itself (its `measure`), on the attacked model
+    and this machine, the first time a planned attack asks for them (`Probe.unit`): what only
+    gradient matching or a simulated local run needs is never measured for an audit that runs
+    neither."""
+
+    @classmethod
+    def measure(cls: type[U], target: Target, executor: str, seed: int) -> U:
+        raise NotImplementedError
+
+
+U = TypeVar("U", bound=Units)
 
 
 @dataclass(frozen=True)
 class Probe:
-    """The attacked model's unit costs, measured on this machine (`attacks.probe.measure`).
+    """The attacked model's generic unit costs, measured on this machine for every evaluation
+    (`attacks.planning.probe.measure`), and a family's own (`unit`) when one is asked for.
 
     params: parameters (floats). step_seconds: one local SGD step on a batch of the recipe's
     size, through the evaluation's executor (setup per model in `job_seconds`).
     forward_seconds: one image through the model without a graph, in large batches.
-    grad_seconds / grad_bytes: per image, a forward and backward with a graph (what model
-    inversion's input gradient does), and the tensors that graph holds; grad_fixed_seconds: what
-    such a pass costs whatever its batch (as second_fixed_seconds for the double backward). second_seconds /
-    second_bytes: per image, the parameter gradient kept differentiable and a backward
-    through it (gradient matching), and what it holds; second_fixed_bytes: what that graph holds
-    whatever the batch (parameter-sized tensors). sim_step_seconds / sim_step_bytes: one step of
-    update inversion's simulated local run at the recipe's batch size, its share of the outer
-    backward included, and what its graph holds until that backward. inversion_step_seconds:
-    one step of model inversion, every class's image at once."""
+    input_numel: the numbers in one input image. `target`, `executor` and `seed` are what a
+    family's units are measured on; `measured` holds them once measured (or given, in a test)."""
 
     params: int
     step_seconds: float
     job_seconds: float
     forward_seconds: float
-    grad_seconds: float
-    grad_fixed_seconds: float
-    grad_bytes: int
-    second_seconds: float
-    second_fixed_seconds: float
-    second_bytes: int
-    second_fixed_bytes: int
-    sim_step_seconds: float
-    sim_step_bytes: int
-    inversion_step_seconds: float
     input_numel: int
+    target: Target | None = field(default=None, compare=False, repr=False)
+    executor: str = "sequential"
+    seed: int = 0
+    measured: dict[type[Units], Units] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def param_bytes(self) -> int:
         return 4 * self.params
+
+    def unit(self, kind: type[U]) -> U:
+        """The family's units `kind`, measured now if no one measured them yet."""
+        if kind not in self.measured:
+            if self.target is None:
+                raise ValueError(f"no {kind.__name__} were given and no model is at hand to measure them")
+            self.measured[kind] = kind.measure(self.target, self.executor, self.seed)
+        found = self.measured[kind]
+        assert isinstance(found, kind)
+        return found
 
 
 @dataclass(frozen=True)

@@ -18,10 +18,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from fedattack.attacks.base import Attack
+from fedattack.attacks.base import Attack, sees_every_uplink
 from fedattack.attacks.planning.cost import Decision, Workload
 from fedattack.attacks.planning.plan import decide
 from fedattack.attacks.threat_models.base import ThreatModel
+from fedattack.attacks.view import View
 from fedattack.registry import ATTACKS, UserError
 from fedattack.resources import human_seconds
 
@@ -39,9 +40,11 @@ class Chosen:
     calls: dict[int, tuple[Attack, Decision]] = field(default_factory=dict)
 
 
-def can_run(cls: type[Attack], tm: ThreatModel) -> str:
-    """Why the threat model cannot run the attack at all ("" if it can)."""
-    if getattr(cls, "reads_every_client", False) and not tm.knows.every_client:
+def can_run(cls: type[Attack], tm: ThreatModel, views: list[View] | None = None) -> str:
+    """Why the threat model cannot run the attack at all ("" if it can): an attack that reads
+    every client's uplinks (`Attack.reads_every_client`) needs a threat model that may use them
+    and, where its views are known, sees them."""
+    if cls.reads_every_client and (not tm.knows.every_client or not all(map(sees_every_uplink, views or []))):
         return f"it compares the victim with other clients, which the {tm.name} does not see"
     return ""
 
@@ -53,7 +56,7 @@ def ranked(family: str) -> list[type[Attack]]:
 
 
 def settings_for(cls: type[Attack], options: dict[str, Any]) -> dict[str, Any]:
-    fields = set(getattr(cls.Settings, "__dataclass_fields__", {}))
+    fields = cls.setting_names()
     return {k: v for k, v in options.items() if k.replace("-", "_") in fields}
 
 
@@ -61,7 +64,7 @@ def check_options(options: dict[str, Any]) -> None:
     """A --set that no attack of the default audit has is a mistake, as with named attacks."""
     candidates = [cls for _, cls in ATTACKS.items() if cls.audit is not None]
     for key in options:
-        if not any(key.replace("-", "_") in getattr(c.Settings, "__dataclass_fields__", {}) for c in candidates):
+        if not any(key.replace("-", "_") in c.setting_names() for c in candidates):
             raise UserError(f"no attack of the default audit has the setting {key!r}; see `fedattack list attacks`")
 
 
@@ -69,8 +72,9 @@ class DefaultAudit:
     """Chooses the default audit's calls for every threat model (see the module docstring)."""
 
     def __init__(self, works: dict[tuple[str, int], tuple[Workload, int]], options: dict[str, Any],
-                 room: int, seconds: float | None) -> None:
+                 room: int, seconds: float | None, views: dict[str, list[View]] | None = None) -> None:
         self.works, self.options, self.room = works, options, room
+        self.views = views or {}
         self.left = seconds
         self.left_out: list[dict[str, str]] = []
         self._instances: dict[tuple[str, str], Attack] = {}
@@ -94,7 +98,7 @@ class DefaultAudit:
         return chosen
 
     def _try(self, cls: type[Attack], tm: ThreatModel) -> Chosen | None:
-        why = can_run(cls, tm)
+        why = can_run(cls, tm, self.views.get(tm.name))
         if why:
             return None  # not a choice the audit made: the threat model cannot run it
         pick, reasons = Chosen(cls.name, tm), []

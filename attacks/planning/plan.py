@@ -17,6 +17,7 @@ from typing import Any
 
 from fedattack.atomic import write_json
 from fedattack.attacks.base import Attack
+from fedattack.attacks.planning.case import Case
 from fedattack.attacks.planning.cost import Budget, Cost, Decision, Workload, largest_chunk
 from fedattack.attacks.threat_models.base import ThreatModel
 from fedattack.attacks.view import Observation, View
@@ -85,14 +86,12 @@ class Plan:
     calls: list[Call] = field(default_factory=list)
     left_out: list[dict[str, str]] = field(default_factory=list)  # the default audit's choices
     default: bool = False
+    cases: dict[tuple[str, int], Case] = field(default_factory=dict)  # (threat model, victim): what execution uses
 
     @property
     def room(self) -> int:
         """Bytes a call may add to the process."""
         return max(0, self.budget.memory - self.baseline - int(MARGIN * self.budget.memory))
-
-    def find(self, attack: str, tm: str, victim: int) -> Call | None:
-        return next((c for c in self.calls if (c.attack.name, c.tm.name, c.victim) == (attack, tm, victim)), None)
 
     def running(self) -> list[Call]:
         return [c for c in self.calls if c.decision.runs]

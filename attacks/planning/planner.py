@@ -3,21 +3,22 @@
 The planner reads what each call's cost depends on before anything is attacked: the victim's
 number of training images (from the partition: the user's tool may count them, the attack may
 not), the rounds and uplinks its threat model sees, the reconstruction strategies that apply,
-and the model's unit costs (`probe.measure`). Named attacks (`--attack NAME`) that do not fit
-refuse the evaluation in one line; `--attack all` and the default audit plan around them.
+and the model's unit costs (`probe.measure`). The view, observation and strategies of every
+(threat model, victim) are derived here once (`case.make_case`) and kept in the plan, which
+execution reads. Named attacks (`--attack NAME`) that do not fit refuse the evaluation in one
+line; `--attack all` and the default audit plan around them.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from fedattack.attacks.base import Attack
 from fedattack.attacks.evaluation.data import Pools
 from fedattack.attacks.evaluation.request import build_attacks, names
-from fedattack.attacks.hidden_parts.base import resolve
 from fedattack.attacks.model_inversion.eval_classifier import training_cost
 from fedattack.attacks.planning import default_audit
-from fedattack.attacks.planning.cost import Budget, Cost, Decision, Workload
+from fedattack.attacks.planning.case import Case, make_case
+from fedattack.attacks.planning.cost import Budget, Cost, Workload
 from fedattack.attacks.planning.plan import Call, Plan, decide, workload
 from fedattack.attacks.planning.probe import measure
 from fedattack.attacks.threat_models.base import RunFacts, ThreatModel
@@ -48,13 +49,16 @@ def make_plan(fed: Any, target: Target, threats: list[ThreatModel], victims: lis
     probe = measure(target, spec.executor, spec.seed)
     partition = fed.partition()
     works: dict[tuple[str, int], tuple[Workload, int]] = {}
+    cases: dict[tuple[str, int], Case] = {}
     for victim in victims:
         samples = len(partition.clients[victim].train)
         for tm in threats:
-            works[(tm.name, victim)] = _work(fed, target, tm, victim, facts, spec, pools, samples, probe)
-    plan = Plan(budget, rss(), default=is_default(spec))
+            case = cases[(tm.name, victim)] = make_case(fed, target, tm, victim, facts, spec.reconstruction)
+            works[(tm.name, victim)] = _work(target, case, spec, pools, samples, probe)
+    plan = Plan(budget, rss(), default=is_default(spec), cases=cases)
     if plan.default:
-        audit = default_audit.DefaultAudit(works, spec.settings, plan.room, budget.seconds)
+        views = {tm.name: [c.view for c in cases.values() if c.tm is tm] for tm in threats}
+        audit = default_audit.DefaultAudit(works, spec.settings, plan.room, budget.seconds, views)
         for pick in audit.choose(threats):
             plan.calls += [Call(attack, pick.tm, v, works[(pick.tm.name, v)][0], works[(pick.tm.name, v)][1], d)
                            for v, (attack, d) in sorted(pick.calls.items())]
@@ -80,15 +84,13 @@ def charge_scorer(plan: Plan, evaluation: int, probe: Any) -> None:
         first.decision.cost = first.decision.cost + Cost(extra.seconds, 0, extra.detail)
 
 
-def _work(fed: Any, target: Target, tm: ThreatModel, victim: int, facts: RunFacts, spec: EvaluationSpec,
-          pools: Pools, samples: int, probe: Any) -> tuple[Workload, int]:
-    view = tm.view(fed, victim, facts)
-    obs = view.observation()
-    strategies = len(resolve(spec.reconstruction, target, obs.parts(), tm.attacks_deployed)) if not view.empty else 0
+def _work(target: Target, case: Case, spec: EvaluationSpec, pools: Pools, samples: int,
+          probe: Any) -> tuple[Workload, int]:
     members = min(samples, spec.max_queries)
     queries = members + max(members, min(spec.nonmembers, len(pools.nonmember)))
-    aux = len(pools.aux) if tm.knows.aux_size is None else min(tm.knows.aux_size, len(pools.aux))
-    return workload(target, view, obs, samples, queries, aux, probe), max(1, strategies)
+    knows = case.tm.knows
+    aux = len(pools.aux) if knows.aux_size is None else min(knows.aux_size, len(pools.aux))
+    return workload(target, case.view, case.obs, samples, queries, aux, probe), max(1, len(case.strategies))
 
 
 def refuse_named(plan: Plan, spec: EvaluationSpec) -> None:
@@ -110,12 +112,3 @@ def refuse_named(plan: Plan, spec: EvaluationSpec) -> None:
                         f"allows {human_seconds(seconds)}; {name} takes ~"
                         f"{human_seconds(sum(c.decision.cost.seconds for c in calls))}"
                         + (f" ({cheaper})" if cheaper else "") + "; raise --time or name fewer attacks or victims")
-
-
-def refused_calls(plan: Plan) -> list[Call]:
-    return [c for c in plan.calls if not c.decision.runs]
-
-
-def decision(plan: Plan, attack: Attack, tm: ThreatModel, victim: int) -> Decision | None:
-    call = plan.find(attack.name, tm.name, victim)
-    return None if call is None else call.decision

@@ -1,14 +1,17 @@
-"""Measuring the attacked model's unit costs on this machine, once per evaluation (`cost.Probe`).
+"""Measuring the attacked model's generic unit costs on this machine, once per evaluation
+(`cost.Probe`), and the tools a family measures its own units with (`cost.Units`).
 
-Everything runs on random inputs of the model's shape, never on anyone's data: a few local SGD
-steps through the evaluation's executor (two sizes, so the fixed cost of a local run separates
-from the cost of a step), a forward pass in large batches, and on a few images a backward with
-a graph and a double backward. The memory a graph holds is counted exactly, as the bytes of the
-distinct tensors autograd saves for the backward (`torch.autograd.graph.saved_tensors_hooks`),
-at two batch sizes, so what grows per image separates from what a step holds whatever its batch.
-Timings take the fastest of a few repeats (the machine's noise only ever adds), each the fewer
-of its wall and CPU seconds: the plan is the time on CPUs free for the evaluation, whatever else
-the machine runs while it is made. A probe takes about a second on the papers' models.
+Everything runs on random inputs of the model's shape, never on anyone's data. Every evaluation
+measures a few local SGD steps through the evaluation's executor (two sizes, so the fixed cost
+of a local run separates from the cost of a step) and a forward pass in large batches. A
+family's own units (model inversion's input gradient, gradient matching's double backward,
+update inversion's simulated step) are measured by that family, when a planned attack asks,
+with `per_image` and `saved_bytes`: the memory a graph holds is counted exactly, as the bytes
+of the distinct tensors autograd saves for the backward
+(`torch.autograd.graph.saved_tensors_hooks`), at two batch sizes, so what grows per image
+separates from what a step holds whatever its batch. Timings take the fastest of a few repeats
+(the machine's noise only ever adds), each the fewer of its wall and CPU seconds: the plan is
+the time on CPUs free for the evaluation, whatever else the machine runs while it is made.
 """
 
 from __future__ import annotations
@@ -16,13 +19,10 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from functools import partial
 from typing import Any
 
 import torch
 
-from fedattack.attacks.data_reconstruction.local_run import LocalRecipe, simulate_local_run
-from fedattack.attacks.data_reconstruction.objectives import batch_loss, cosine_distance, parameter_gradient
 from fedattack.attacks.evaluation.data import Samples
 from fedattack.attacks.membership.shadow import ShadowData, ShadowModels
 from fedattack.attacks.planning.cost import Probe
@@ -37,28 +37,24 @@ TRAINING_IMAGES = 500
 
 
 def measure(target: Target, executor: str = "sequential", seed: int = 0) -> Probe:
-    """The unit costs of `target`'s model (see the module docstring)."""
-    gen = generator(seed, "probe")
-    server = target.init_server(gen)
-    params = {k: v.detach().float() for k, v in target.deployed(server, target.init_private(0, server, gen)).items()
-              if v.is_floating_point()}
+    """The generic unit costs of `target`'s model (see the module docstring)."""
+    params = probe_params(target, seed)
     shape = tuple(target.ctx.input_shape)
     step, job = _training(target, executor, seed, shape)
-    grad_s, grad_fixed_s, grad_b, _ = _per_image(lambda x, y: _input_grad(target, params, x, y), shape,
-                                                 target.num_classes)
-    second_s, second_fixed_s, second_b, fixed_b = _per_image(lambda x, y: _double(target, params, x, y), shape,
-                                                             target.num_classes)
-    sim_s, sim_b = _simulated_step(target, params, shape)
-    inversion_s = _inversion_step(target, params, shape)
     return Probe(params=sum(v.numel() for v in params.values()), step_seconds=step, job_seconds=job,
-                 forward_seconds=_forward(target, params, shape), grad_seconds=grad_s,
-                 grad_fixed_seconds=grad_fixed_s, grad_bytes=grad_b, second_seconds=second_s,
-                 second_fixed_seconds=second_fixed_s, second_bytes=second_b, second_fixed_bytes=fixed_b,
-                 sim_step_seconds=sim_s, sim_step_bytes=sim_b, inversion_step_seconds=inversion_s,
-                 input_numel=math.prod(shape))
+                 forward_seconds=_forward(target, params, shape), input_numel=math.prod(shape),
+                 target=target, executor=executor, seed=seed)
 
 
-def _fastest(fn: Callable[[], Any], repeats: int = REPEATS) -> float:
+def probe_params(target: Target, seed: int) -> State:
+    """The model's parameters at initialisation (random, the seed's): what every unit runs on."""
+    gen = generator(seed, "probe")
+    server = target.init_server(gen)
+    return {k: v.detach().float() for k, v in target.deployed(server, target.init_private(0, server, gen)).items()
+            if v.is_floating_point()}
+
+
+def fastest(fn: Callable[[], Any], repeats: int = REPEATS) -> float:
     """The run's time on this machine's CPUs when they are free for it: the fewer of its wall and
     its CPU seconds (a loaded machine stretches the wall time, several threads the CPU time),
     the least over a few runs."""
@@ -85,7 +81,7 @@ def _training(target: Target, executor: str, seed: int, shape: tuple[int, ...]) 
 
         def train(d: ShadowData = data) -> None:
             trainer.train(Observation(), [d], False)
-        times.append(_fastest(train, repeats=2))
+        times.append(fastest(train, repeats=2))
     steps = [recipe.epochs * math.ceil(n / recipe.batch_size) for n in sizes]
     per_step = max(1e-7, (times[1] - times[0]) / (steps[1] - steps[0]))
     return per_step, max(0.0, times[0] - steps[0] * per_step)
@@ -94,29 +90,19 @@ def _training(target: Target, executor: str, seed: int, shape: tuple[int, ...]) 
 def _forward(target: Target, params: State, shape: tuple[int, ...]) -> float:
     x = torch.rand((256, *shape), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
-        return _fastest(lambda: target.forward(params, x)) / len(x)
+        return fastest(lambda: target.forward(params, x)) / len(x)
 
 
-def _input_grad(target: Target, params: State, x: torch.Tensor, y: torch.Tensor) -> Callable[[], None]:
+def input_grad(target: Target, params: State, x: torch.Tensor, y: torch.Tensor) -> Callable[[], None]:
+    """A forward and a backward to the inputs with a graph (model inversion's step, gradient
+    matching's first pass): a run for `per_image`."""
     def run() -> None:
         xg = x.clone().requires_grad_(True)
-        loss = batch_loss(target.forward, params, xg, y)
-        torch.autograd.grad(loss, xg)
+        torch.autograd.grad(torch.nn.functional.cross_entropy(target.forward(params, xg), y), xg)
     return run
 
 
-def _double(target: Target, params: State, x: torch.Tensor, y: torch.Tensor) -> Callable[[], None]:
-    """Gradient matching's step: the parameter gradient with its graph, then a backward through it."""
-    observed = {k: torch.randn_like(v) for k, v in params.items()}
-
-    def run() -> None:
-        xg = x.clone().requires_grad_(True)
-        grads = parameter_gradient(target.forward, params, xg, y, list(params))
-        torch.autograd.grad(cosine_distance(grads, observed), xg)
-    return run
-
-
-def _per_image(make: Callable[[torch.Tensor, torch.Tensor], Callable[[], None]], shape: tuple[int, ...],
+def per_image(make: Callable[[torch.Tensor, torch.Tensor], Callable[[], None]], shape: tuple[int, ...],
                classes: int) -> tuple[float, float, int, int]:
     """(seconds per image, seconds whatever the batch, graph bytes per image, graph bytes
     whatever the batch) of `make`'s
@@ -128,49 +114,15 @@ def _per_image(make: Callable[[torch.Tensor, torch.Tensor], Callable[[], None]],
         return make(x, torch.arange(n) % classes)
 
     n = 4
-    while n < MOST_IMAGES // 4 and _fastest(on(n)) < LONG_ENOUGH:
+    while n < MOST_IMAGES // 4 and fastest(on(n)) < LONG_ENOUGH:
         n *= 2
     sizes = (n, 4 * n)
     runs = [on(k) for k in sizes]
-    seconds = [_fastest(run) for run in runs]
+    seconds = [fastest(run) for run in runs]
     held = [saved_bytes(run) for run in runs]
     per_s = max(1e-8, (seconds[1] - seconds[0]) / (sizes[1] - sizes[0]))
     per_b = max(0, (held[1] - held[0]) // (sizes[1] - sizes[0]))
     return per_s, max(0.0, seconds[0] - sizes[0] * per_s), per_b, max(0, held[0] - sizes[0] * per_b)
-
-
-def _inversion_step(target: Target, params: State, shape: tuple[int, ...]) -> float:
-    """Seconds per step of model inversion (`inversion.invert`, every class at once), from runs
-    of 5 and 20 steps that the stopping rule does not end."""
-    from fedattack.attacks.model_inversion.inversion import InversionSettings, invert
-
-    x0 = torch.zeros((target.num_classes, *shape))
-
-    def run(k: int) -> None:
-        invert(target, params, x0, InversionSettings(steps=k, patience=k + 1))
-    times = [_fastest(partial(run, k), repeats=2) for k in (5, 20)]
-    return max(1e-7, (times[1] - times[0]) / 15)
-
-
-def _simulated_step(target: Target, params: State, shape: tuple[int, ...]) -> tuple[float, int]:
-    """(seconds, graph bytes) per step of update inversion's simulated local run at the
-    recipe's batch size, its outer backward included, from runs of 2 and 6 steps."""
-    b = target.recipe.batch_size
-    observed = {k: torch.randn_like(v) for k, v in params.items()}
-    out = []
-    for steps in (2, 6):
-        copies = torch.rand((1, steps * b, *shape), generator=torch.Generator().manual_seed(steps))
-        copies.requires_grad_(True)
-        labels = torch.arange(steps * b) % target.num_classes
-        recipe = LocalRecipe(1, b, target.recipe.lr)
-
-        def run(c: torch.Tensor = copies, y: torch.Tensor = labels, r: LocalRecipe = recipe) -> None:
-            after = simulate_local_run(target.forward, params, c, y, r)
-            loss = cosine_distance({k: after[k] - params[k] for k in observed}, observed)
-            torch.autograd.grad(loss, c)
-        out.append((_fastest(run), saved_bytes(run)))
-    (t2, b2), (t6, b6) = out
-    return max(1e-7, (t6 - t2) / 4), max(0, (b6 - b2) // 4)
 
 
 def saved_bytes(run: Callable[[], None]) -> int:

@@ -15,9 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from fedattack.attacks.hidden_parts.base import BROADCAST_MODEL, CLIENT_MODEL, DEPLOYED_MODEL, MODELS
 from fedattack.attacks.view import Channel, Knows, View
 from fedattack.registry import THREAT_MODELS, UserError
-from fedattack.target import State
+from fedattack.target import State, Target
+
+__all__ = ["BROADCAST_MODEL", "CLIENT_MODEL", "DEPLOYED_MODEL", "RunFacts", "ThreatModel"]
+ATTACKED = {CLIENT_MODEL: "model rebuilt from the wire"}  # how results have always named it
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,40 +45,44 @@ class ThreatModel:
     observes: ClassVar[str] = ""  # one sentence for results and `fedattack list`
     knows: ClassVar[Knows] = Knows()
     upper_bound: ClassVar[bool] = False
-    attacks_deployed: ClassVar[bool] = False  # attack the deployed model, not one rebuilt from the wire
+    attacks: ClassVar[str] = CLIENT_MODEL  # which model: the victim's client model, the broadcast or the deployed
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        if cls.attacks not in MODELS:
+            raise TypeError(f"{cls.__name__}.attacks is {cls.attacks!r}; declare one of {', '.join(MODELS)}")
         if cls.__dict__.get("name"):
             THREAT_MODELS.add(cls.name, cls)
 
     def channels(self, victim: int, facts: RunFacts) -> list[Channel]:
         raise NotImplementedError
 
-    def deployed_model(self, fed: Any, victim: int) -> State | None:
+    def deployed_model(self, fed: Any, victim: int, method: Target) -> State | None:
         """The victim's deployed model; None for every threat model that is not an upper bound."""
         return None
 
-    def held_models(self, fed: Any, victim: int) -> dict[str, State]:
+    def held_models(self, fed: Any, victim: int, method: Target) -> dict[str, State]:
         """Every model the victim held, by name (an upper bound attacks each); {} otherwise."""
         return {}
 
-    def view(self, fed: Any, victim: int, facts: RunFacts | None = None) -> View:
-        """The adversary's view of federation `fed` (a `Federation`) when attacking `victim`."""
+    def view(self, fed: Any, victim: int, facts: RunFacts | None = None, method: Target | None = None) -> View:
+        """The adversary's view of federation `fed` (a `Federation`) when attacking `victim`;
+        `method`: the evaluation's method (default: rebuilt from the run)."""
         fed.check_client(victim)
         channels = tuple(self.channels(victim, facts or RunFacts.of(fed)))
         if not self.knows.every_client and any(ch.client != victim for ch in channels):
             raise UserError(f"threat model {self.name} observes other clients' messages; declare "
                             "knows = Knows(every_client=True) if it may use them")
-        return View(threat_model=self.name, victim=victim, target=fed.target(), channels=channels,
-                    reader=fed.transcript(), deployed=self.deployed_model(fed, victim),
-                    held=self.held_models(fed, victim), upper_bound=self.upper_bound,
+        method = fed.target() if method is None else method
+        return View(threat_model=self.name, victim=victim, target=method, channels=channels,
+                    reader=fed.transcript(), deployed=self.deployed_model(fed, victim, method),
+                    held=self.held_models(fed, victim, method), upper_bound=self.upper_bound,
                     active=fed.manifest.get("active_adversary"))
 
     def describe(self, victim: int | None = None, facts: RunFacts | None = None) -> dict[str, Any]:
         """For results: what it observes (the channels, when the victim and run are given) and knows."""
         out: dict[str, Any] = {"name": self.name, "observes": self.observes, "upper_bound": self.upper_bound,
-                               "attacks": "deployed model" if self.attacks_deployed else "model rebuilt from the wire",
+                               "attacks": ATTACKED.get(self.attacks, self.attacks),
                                "knows": self.knows.describe()}
         if victim is not None and facts is not None:
             out["channels"] = [describe_channel(ch, victim) for ch in self.channels(victim, facts)]

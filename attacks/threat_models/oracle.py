@@ -18,9 +18,9 @@ from __future__ import annotations
 from typing import Any
 
 from fedattack.attacks.membership.shadow import deployed_alone
-from fedattack.attacks.threat_models.base import RunFacts, ThreatModel
+from fedattack.attacks.threat_models.base import DEPLOYED_MODEL, RunFacts, ThreatModel
 from fedattack.attacks.view import Channel, Knows
-from fedattack.target import State
+from fedattack.target import State, Target
 
 
 class Oracle(ThreatModel):
@@ -31,18 +31,17 @@ class Oracle(ThreatModel):
                 "local model after its last training), and every client's messages (upper bound)")
     knows = Knows(every_client=True)
     upper_bound = True
-    attacks_deployed = True
+    attacks = DEPLOYED_MODEL
 
     def channels(self, victim: int, facts: RunFacts) -> list[Channel]:
         return [Channel(None, "downlink"), Channel(None, "uplink")]
 
-    def deployed_model(self, fed: Any, victim: int) -> State:
-        target = fed.target()
-        return target.deployed(fed.server_state(), fed.private_state(victim))
+    def deployed_model(self, fed: Any, victim: int, method: Target) -> State:
+        return method.deployed(fed.server_state(), fed.private_state(victim))
 
-    def held_models(self, fed: Any, victim: int) -> dict[str, State]:
+    def held_models(self, fed: Any, victim: int, method: Target) -> dict[str, State]:
         """The deployed model and, when the wire kept its last round, the victim's local model."""
-        held = {"deployed": self.deployed_model(fed, victim)}
+        held = {"deployed": self.deployed_model(fed, victim, method)}
         index = fed.transcript().index
         sent = [e["round"] for e in index if e["kind"] == "uplink" and e["sender"] == victim]
         if sent:
@@ -51,7 +50,7 @@ class Oracle(ThreatModel):
             down = next((m.payload for m in msgs if m.kind == "downlink"), None)
             up = next(m for m in msgs if m.kind == "uplink")
             if down is not None:
-                held[f"local (round {rnd})"] = deployed_alone(fed.target(), dict(down), up.payload,
+                held[f"local (round {rnd})"] = deployed_alone(method, dict(down), up.payload,
                                                              fed.private_state(victim), up.samples or 1,
                                                              rnd, victim)
         return held

@@ -63,7 +63,7 @@ def claimed(target: Target) -> dict[str, Any]:
 
 
 def clip_bound(target: Target) -> float | None:
-    for d in getattr(target, "defences", []):
+    for d in target.defences:
         for key in ("clip_norm", "max_norm"):
             if hasattr(d.settings, key):
                 return float(getattr(d.settings, key))

@@ -26,7 +26,7 @@ SHOWN = 3  # run directories named in a hint before "and N more"
 def refuse_results_folder(run_dir: Path) -> None:
     """A folder of attack results given to `evaluate`: point at `report`, and at the run the
     results came from."""
-    from fedattack.commands.evaluate_cmd import result_files
+    from fedattack.attacks.evaluation.results_folder import result_files
 
     if (run_dir / "federation.json").exists() or not run_dir.is_dir():
         return
@@ -71,3 +71,22 @@ def _named(runs: Iterable[object]) -> str:
     more = f" and {len(listed) - SHOWN} more" if len(listed) > SHOWN else ""
     verb = "has" if len(listed) == 1 else "have"
     return f"{', '.join(names)}{more} {verb}"
+
+
+def incomplete_notes(paths: Iterable[Path]) -> list[str]:
+    """One line per results folder among `paths` whose evaluation has not finished (it was
+    interrupted, failed, or is running): which victims are missing, and what finishes them."""
+    from fedattack.attacks.evaluation.results_folder import INCOMPLETE, incomplete
+
+    folders = {m.parent for p in paths if Path(p).is_dir() for m in [Path(p) / INCOMPLETE, *Path(p).rglob(INCOMPLETE)]
+               if m.is_file()}
+    notes = []
+    for folder in sorted(folders):
+        marker = incomplete(folder)
+        if marker is None:
+            continue
+        status, missing = str(marker.get("status", "unfinished")), marker.get("missing") or []
+        done, victims = len(marker.get("done") or []), len(marker.get("victims") or [])
+        notes.append(f"note: {folder} is incomplete ({status}; {done} of {victims} victim(s) done, missing "
+                     f"victim(s) {', '.join(map(str, missing)) or 'none'}); `{marker.get('resume')}` finishes it")
+    return notes

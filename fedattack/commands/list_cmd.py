@@ -9,8 +9,7 @@ from __future__ import annotations
 import click
 
 from fedattack.catalog import RegistryRef, entries, imported
-from fedattack.commands.options import Choice
-from fedattack.registry import load_plugin_file
+from fedattack.commands.options import Choice, plugin_option
 
 SECTIONS = {
     "methods": RegistryRef("fedattack.registry", "TARGETS"),
@@ -29,13 +28,10 @@ SECTIONS = {
 
 @click.command("list")
 @click.argument("what", required=False, type=Choice(sorted(SECTIONS)))
-@click.option("--plugin", "plugins", multiple=True, type=click.Path(dir_okay=False),
-              help="A .py file registering plugins, listed beside the built-ins (repeatable).")
+@plugin_option("plugins of any kind, listed beside the built-ins")
 def list_command(what: str | None, plugins: tuple[str, ...]) -> None:
     """List methods, attacks, threat models, reconstruction strategies, datasets, partitions, models,
     executors, defences and experiment backends."""
-    for plugin in plugins:
-        load_plugin_file(plugin)
     read = imported if plugins else entries  # a plugin file is not in the source scan: import
     for section, ref in SECTIONS.items():
         if what and section != what:

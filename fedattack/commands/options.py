@@ -84,7 +84,8 @@ def data_root_option(func: F) -> F:
 
 
 def _load_plugin_files(ctx: click.Context, param: click.Parameter, files: tuple[str, ...]) -> tuple[str, ...]:
-    """Eager, so a plugin registers its names before the rest of the command line is read."""
+    """Eager, so a plugin registers its names before the rest of the command line (and --help)
+    is read."""
     from fedattack.registry import load_plugin_file
 
     for path in files:
@@ -93,7 +94,8 @@ def _load_plugin_files(ctx: click.Context, param: click.Parameter, files: tuple[
 
 
 def plugin_option(what: str) -> Callable[[F], F]:
-    """`--plugin FILE` (repeatable): a user's .py file that registers `what` (a defence, a method, ...)."""
+    """`--plugin FILE` (repeatable): a user's .py file that registers `what` (a defence, a method,
+    ...); the one option every command that takes plugins uses."""
     return click.option("--plugin", "plugins", multiple=True, type=click.Path(dir_okay=False), is_eager=True,
                         callback=_load_plugin_files,
                         help=f"A .py file registering {what} (repeatable; loaded before the other options).")

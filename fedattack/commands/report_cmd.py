@@ -38,11 +38,16 @@ def report_command(results: tuple[str, ...], out: str, papers: tuple[str, ...], 
     from fedattack.federation.claim import refuse_dangerous
 
     refuse_dangerous(Path(out))  # a report's files would land among the user's own
+    from fedattack.commands.hints import incomplete_notes, unevaluated_hint
+
     named = click.get_current_context().get_parameter_source("reference") is not ParameterSource.DEFAULT
+    unfinished = incomplete_notes(Path(r) for r in results)
+    caveat = " ".join(n.removeprefix("note: ") for n in unfinished)  # the report says it too
     path = write_report(list(results), Path(out), papers, title=title, figures=not no_figures, reference=reference,
-                        require=named)
+                        require=named, caveat=caveat[:1].upper() + caveat[1:])
     click.echo(f"report: {path}  (self-contained: {path.with_name('report.html')})")
-    from fedattack.commands.hints import unevaluated_hint
+    for note in unfinished:
+        click.secho(note, fg="yellow", err=True)
     from fedattack.reports.collect import collect
 
     inputs = collect(list(results))

@@ -6,17 +6,9 @@ from typing import Any
 
 import click
 
-from fedattack.commands.options import Choice, RegistryName, data_root_option, parse_pairs, registry_help
+from fedattack.commands.options import Choice, RegistryName, data_root_option, parse_pairs, plugin_option, registry_help
 from fedattack.defaults import DEFAULT_DATASET, described
 from fedattack.registry import UserError
-
-
-def load_plugins(ctx: click.Context, param: click.Parameter, files: tuple[str, ...]) -> None:
-    """Import plugin files first (an eager option), so their names are known to every other option."""
-    from fedattack.registry import load_plugin_file
-
-    for path in files:
-        load_plugin_file(path)
 
 
 class NameOrImportPath(RegistryName):
@@ -70,17 +62,14 @@ class NameOrImportPath(RegistryName):
 @click.option("--active", "active", default=None, metavar="NAME[:KEY=VALUE,...]",
               help="A server that acts: what it sends instead of the method's broadcast, e.g. "
                    "imprint:rounds=1-3 (see `fedattack list active-threat-models`).")
-@click.option("--plugin", "plugins", multiple=True, type=click.Path(dir_okay=False), is_eager=True,
-              callback=load_plugins, expose_value=False,
-              help="A .py file registering a method, defence, model, dataset, partition or active threat "
-                   "model (repeatable).")
+@plugin_option("a method, defence, model, dataset, partition or active threat model")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def train_command(method: str, dataset: str, data_root: str | None, download: bool, partition: str,
                   partition_opts: tuple[str, ...], clients: int | None, model: str | None, rounds: int,
                   fraction: float | None, epochs: int, batch_size: int, lr: float | None, hyper: tuple[str, ...],
                   seed: int, record: str, eval_every: int, executor: str, device: str,
                   out: str | None, overwrite: bool, defences: tuple[str, ...], quiet: bool,
-                  normalize: str = "dataset", active: str | None = None) -> None:
+                  normalize: str = "dataset", active: str | None = None, plugins: tuple[str, ...] = ()) -> None:
     """Train a federation and save its wire, private states and utility to a run directory."""
     settings, partition_options = parse_pairs(hyper, "--set"), parse_pairs(partition_opts, "--partition-opt")
     if device != "cpu" and not device.startswith("cuda"):

@@ -1,25 +1,29 @@
-"""The defence contract, and how a method is wrapped in its defences.
+"""The defence contract, and how a method is composed with its defences.
 
 A `Defence` has two hooks, both identity by default:
   `on_uplink(up, down, ctx)`   client side: the uplink as it leaves the client (clipping,
                                client-side noise, compression); what it returns is recorded
   `on_receive(uplinks, rnd, gen)`  server side: the received messages before the method
                                aggregates them (server-side noise, secure aggregation's sum)
-and three declarations: `bind(target)` sees the method it wraps once, after construction (to
+and declarations: `bind(target)` sees the method it wraps once, when the two are composed (to
 refuse, in one line, a method it cannot compose with); `hides_uplinks` says that a recorded
-uplink no longer decodes to a client's model (masked uplinks), so the wrapped method's `decode`
-answers None; `sums_unweighted` says that its server side uses the plain, unweighted sum of
-the uplinks (so a secure aggregation around it must not weight them); `accounting()` is what
-the manifest records beside the settings (a DP epsilon). A defence that changes local training
+uplink no longer decodes to a client's model (masked uplinks); `sums_unweighted` says that its
+server side uses the plain, unweighted sum of the uplinks (so a secure aggregation around it
+must not weight them); `wire(schema)` the dtypes it sends instead; `accounting()` is what the
+manifest records beside the settings (a DP epsilon). A defence that changes local training
 itself (`trains_locally`, DP-SGD) computes each local step's gradients in `local_gradients`;
-the method it wraps is then trained client by client (`batchable` False) through the
-sequential loop's hook (`fedattack.training.local_gradients`).
+the method it wraps is then trained client by client, through the sequential loop.
 Randomness comes from generators keyed by (seed, defence, round, client), so a defended
 federation is as reproducible as an undefended one.
 
-`make_target` returns an instance of a subclass of the method's own class, made on the fly,
-whose `seal` and `aggregate` run the defences around the method's: it is still that method
-(same name, wire, decoding and batching), so executors and attacks need no special case.
+The composition is declared, not made: `make_target` builds the defences first, into the
+context the method is built from (`TargetContext.defences`, innermost first), then the method
+of its own class from that context, and composes each defence with it once (`Defence.serve`).
+The method's base class runs them where the contract says (`Target.seal`, `Target.receive` and
+`server_step`, `recorded_schema`, `uplinks_hidden` and `read_uplink`, `trains_in_stacks`), and
+the sequential loop takes a training defence's gradients (`fedattack.training.local_gradients`),
+so the method is still itself (name, class, wire, decoding, batching) and executors and attacks
+need no special case.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, final
 
 import torch
 
@@ -61,8 +65,24 @@ class Defence:
 
     def __init__(self, settings: Any, ctx: TargetContext) -> None:
         self.settings = settings
-        self.ctx = ctx
-        self.wraps: Target  # the method it wraps, set by `make_target` before `bind`
+        self.ctx = ctx  # what the method is built from (its defences are added beside this one)
+        self._wraps: Target | None = None
+
+    @final
+    def serve(self, target: Target) -> None:
+        """Compose this defence with `target`, the method built around it (`make_target` calls
+        it once, before anything runs), and let it refuse the method (`bind`)."""
+        if self._wraps is not None:
+            raise UserError(f"defence {self.name} already serves {self._wraps.name}; build one per method")
+        self._wraps = target
+        self.bind(target)
+
+    @property
+    def wraps(self) -> Target:
+        """The method this defence serves."""
+        if self._wraps is None:
+            raise UserError(f"defence {self.name} serves no method yet; build it with make_target")
+        return self._wraps
 
     def bind(self, target: Target) -> None:
         """Called once with the wrapped method; raise UserError if this defence cannot wrap it."""
@@ -105,45 +125,6 @@ class Defence:
         return entry if accounting is None else {**entry, "accounting": accounting}
 
 
-class _Defended:
-    """Mixed in before a method's class: its defences run around `seal` and `aggregate`, and
-    each says what it does to the wire schema."""
-
-    defences: list[Defence]
-    ctx: TargetContext
-
-    def seal(self, up: Payload, down: Payload, ctx: ClientContext) -> Payload:
-        up = super().seal(up, down, ctx)  # type: ignore[misc]  # the method's own seal
-        for defence in self.defences:
-            up = defence.on_uplink(up, down, ctx)
-        return up
-
-    def aggregate(self, server: State, uplinks: list[Message], rnd: int) -> State:
-        return super().aggregate(server, self.receive(uplinks, rnd), rnd)  # type: ignore[misc]  # the method's own
-
-    def receive(self, uplinks: list[Message], rnd: int) -> list[Message]:
-        """The round's uplinks as the method gets them: every defence's server side, outermost
-        first (under secure aggregation, m messages that all carry the aggregate)."""
-        for defence in reversed(self.defences):
-            gen = generator(self.ctx.seed, f"defence:{defence.name}:server", rnd)
-            uplinks = defence.on_receive(uplinks, rnd, gen)
-        return uplinks
-
-    @property
-    def uplinks_hidden(self) -> str | None:
-        """Why a recorded uplink decodes to nothing (a defence masks it), or None."""
-        hiding = [d.name for d in self.defences if d.hides_uplinks]
-        return f"{', '.join(hiding)} masks every uplink" if hiding else None
-
-    def wire_schema(self) -> WireSchema:
-        return sent_through(self.defences, super().wire_schema())  # type: ignore[misc]  # the method's own
-
-    def decode(self, down: Payload | None, up: Payload) -> State | None:
-        if self.uplinks_hidden:
-            return None
-        return super().decode(down, up)  # type: ignore[misc]  # the method's own
-
-
 def sent_through(defences: Sequence[Defence], schema: WireSchema) -> WireSchema:
     """`schema` as `defences` send it (innermost first): the dtypes each puts on the wire
     instead. Also for tensors added beside a method's own (an active server's module)."""
@@ -152,34 +133,18 @@ def sent_through(defences: Sequence[Defence], schema: WireSchema) -> WireSchema:
     return schema
 
 
-class _DefendedTraining(_Defended):
-    """A defence computes the local steps' gradients, so only the sequential loop may train it."""
-
-    batchable = False
-
-    def local_gradients(self, params: State, consts: State, batch: Any, noise: State,
-                        step: torch.Tensor, ctx: ClientContext) -> list[torch.Tensor | None]:
-        trainer = next(d for d in self.defences if d.trains_locally)
-        return trainer.local_gradients(self, params, consts, batch, noise, step, ctx)  # type: ignore[arg-type]
-
-
 def make_target(method: str, hyper: Mapping[str, Any], ctx: TargetContext,
                 defences: Sequence[Mapping[str, Any]] = ()) -> Target:
-    """Method `method` with hyperparameters `hyper`, wrapped in `defences` (innermost first)."""
+    """Method `method` with hyperparameters `hyper`, composed with `defences` (innermost first):
+    the defences are built into its context, then the method, and each defence serves it."""
     cls = TARGETS.get(method)
-    built = [build_defence(d, ctx) for d in defences]
-    if not built:
-        return cls(cls.make_hyper(hyper), ctx)
+    built = tuple(build_defence(d, ctx) for d in defences)
     local = [d.name for d in built if d.trains_locally]
     if len(local) > 1:
         raise UserError(f"{' and '.join(local)} both train the clients; choose one")
-    mixin = _DefendedTraining if local else _Defended
-    wrapped = type(f"Defended{cls.__name__}", (mixin, cls), {"__module__": __name__})
-    target = wrapped(cls.make_hyper(hyper), ctx)
-    target.defences = built
+    target = cls(cls.make_hyper(hyper), dataclasses.replace(ctx, defences=built))
     for defence in built:
-        defence.wraps = target
-        defence.bind(target)
+        defence.serve(target)
     return target
 
 

@@ -8,9 +8,10 @@ recorded uplink is independent of the client's update; in the sum they cancel ex
 arithmetic modulo 2^62). The server decodes sum_k n_k u_k, divides by sum_k n_k, and hands the
 method m messages that all carry this weighted mean.
 
-That is FedAvg's aggregate, so this defence composes with the methods that keep the contract's
-default `aggregate` (the n_k-weighted mean of the uplinks) and refuses, in one line, a method
-with its own aggregate: a server that weighs, compares or divides individual uplinks (SCAFFOLD's
+So this defence composes with every method whose server reads the uplinks only through their
+n_k-weighted mean (`Target.reads_weighted_mean`: the contract's default aggregate, and a server
+that steps from that mean, FedAvgM's momentum) and refuses, in one line, a method that does
+not declare it: a server that weighs, compares or divides individual uplinks (SCAFFOLD's
 unweighted mean with its own c step, q-FFL, WAFFLE, Weight Erosion) needs what this hides.
 Inside a defence whose server side uses the plain sum (`sums_unweighted`: DP-FedAvg, whose
 noise is calibrated to it), clients send weight 1 and any method is accepted, since that
@@ -62,7 +63,11 @@ class SecureAggregation(Defence):
     name = "secure-aggregation"
     Settings = SecAggSettings
     hides_uplinks = True
-    weighted = True
+
+    @property
+    def weighted(self) -> bool:
+        """Clients pre-weight by n_k, unless an inner defence reduces to the plain sum (DP-FedAvg)."""
+        return not any(d.sums_unweighted for d in self.wraps.defences)
 
     def bind(self, target: Target) -> None:
         if (target.defences or [self])[-1] is not self:
@@ -74,12 +79,12 @@ class SecureAggregation(Defence):
                             f"samples {m}: with 1 the server reads that client's update in the clear, with 2 "
                             "each client subtracts its own from the sum and reads the other's; raise "
                             "--fraction or --clients")
-        self.weighted = not any(d.sums_unweighted for d in target.defences)
         if not self.weighted:
             return  # an inner defence (DP-FedAvg) reduces to the plain sum: clients send weight 1
-        if not target.aggregates_weighted_mean:
+        if not target.reads_weighted_mean:
             raise UserError(f"secure-aggregation cannot wrap {target.name}: its server combines "
-                            "individual uplinks (its own aggregate), not their n_k-weighted sum")
+                            "individual uplinks (its own aggregate), not their n_k-weighted mean; a method "
+                            "whose aggregate reads only that mean declares reads_weighted_mean = True")
 
     def wire(self, schema: WireSchema) -> WireSchema:
         """Every floating-point uplink tensor goes out as int64 ring elements."""

@@ -88,7 +88,7 @@ class RoundLoop:
             received.append(msg)
             state.private[k] = priv
         before = state.server
-        state.server = sent.target.aggregate(state.server, received, rnd)
+        state.server = sent.target.server_step(state.server, received, rnd)
         if acted and self.adversary is not None:
             state.server = self.adversary.after_round(rnd, before, state.server)
         return clients

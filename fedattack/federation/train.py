@@ -47,7 +47,7 @@ def build_target(spec: FederationSpec, dataset: Dataset, num_clients: int,
 
 
 def estimate_wire_bytes(target: Target, spec: FederationSpec, num_clients: int) -> int:
-    schema = target.wire_schema()
+    schema = target.recorded_schema()
     per_msg = sum(torch.Size(s).numel() * schema.dtype(kind, n).itemsize
                   for kind, shapes in (("downlink", schema.downlink), ("uplink", schema.uplink))
                   for n, s in shapes.items())
@@ -139,7 +139,7 @@ def run_rounds(loop: RoundLoop, spec: FederationSpec, recorder: TranscriptWriter
 def describe(spec: FederationSpec, dataset: Dataset, partition: Partition, target: Target,
              recording: dict, final: dict) -> dict[str, Any]:
     from fedattack.data.heterogeneity import partition_heterogeneity
-    schema = target.wire_schema()
+    schema = target.recorded_schema()
     return {
         "spec": spec.to_json(),
         "dataset": {"name": dataset.name, "input_shape": list(dataset.input_shape),

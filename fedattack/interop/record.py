@@ -202,7 +202,7 @@ class Recorder:
             state = self.check.params(server, "the final server state")
         else:  # what the declared method's server makes of the last round (FedAvg: the n_k-weighted mean)
             start = next(iter(downed.values())).payload
-            state = self.target.aggregate(dict(start), uplinks, rnd)
+            state = self.target.server_step(dict(start), uplinks, rnd)
         recording = self.transcript.close()
         self.sampled = sorted(m.sender for m in uplinks)
         self.closed = True

@@ -17,6 +17,7 @@ import pytest
 
 from fedattack.attacks.evaluation.evaluate import evaluate_run
 from fedattack.attacks.membership.family import MembershipAttack
+from fedattack.attacks.threat_models.base import DEPLOYED_MODEL
 from fedattack.evaluation import EvaluationSpec
 from fedattack.registry import ATTACKS, TARGETS, THREAT_MODELS
 from fedattack.results import AttackResult
@@ -63,9 +64,9 @@ def check_every_pair(run: Path, out: Path, attacks: list[str] | None = None,
 def test_every_attack_and_threat_model_gives_a_result_or_says_why_not(
         method: str, conformance_run: Callable[[str], Path], tmp_path: Path) -> None:
     results = check_every_pair(conformance_run(method), tmp_path / "out")
-    deployed = {name for name, cls in THREAT_MODELS.items() if cls.attacks_deployed}
+    deployed = {name for name, cls in THREAT_MODELS.items() if cls.attacks == DEPLOYED_MODEL}
     membership = {name for name, cls in ATTACKS.items()
-                  if issubclass(cls, MembershipAttack) and not getattr(cls, "reads_every_client", False)}
+                  if issubclass(cls, MembershipAttack) and not cls.reads_every_client}
     # Attacking the deployed model needs no reconstruction: membership applies to every method
     # (except where the attack reads every client's decoded messages, which not every wire gives).
     assert all(r.applicable for r in results if r.threat_model in deployed and r.attack in membership)

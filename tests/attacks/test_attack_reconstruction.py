@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from fedattack.attacks.hidden_parts.base import resolve
+from fedattack.attacks.hidden_parts.base import CLIENT_MODEL, DEPLOYED_MODEL, resolve
 from fedattack.attacks.hidden_parts.waffle import movement, two_means_high
 from fedattack.federation.rundir import Federation
 from fedattack.registry import THREAT_MODELS, UserError
@@ -27,29 +27,29 @@ def test_the_uplink_is_the_model_for_fedavg(fedavg_run: Path) -> None:
     fed = Federation(fedavg_run)
     view = THREAT_MODELS.get("eavesdropper")().view(fed, fed.transcript().clients()[0])
     obs = view.observation()
-    (strategy,) = resolve("auto", view.target, obs.parts(), deployed_only=False)
+    (strategy,) = resolve("auto", view.target, obs.parts(), CLIENT_MODEL)
     rec = strategy.reconstruct(view.target, obs, None, torch.Generator())  # type: ignore[arg-type]
     assert strategy.name == "decoded"
     assert all(torch.equal(rec.params[n], obs.up[n]) for n in view.target.param_names)
 
 
 def test_oracle_uses_only_the_true_model() -> None:
-    names = [s.name for s in resolve("all", make("fedavg"), UP_DOWN | {"deployed"}, deployed_only=True)]
+    names = [s.name for s in resolve("all", make("fedavg"), UP_DOWN | {"deployed"}, DEPLOYED_MODEL)]
     assert names == ["true"]
 
 
 def test_a_strategy_that_does_not_apply_is_a_one_line_user_error() -> None:
     with pytest.raises(UserError, match="does not apply to fedavg.*applicable: decoded"):
-        resolve("factors-inferred", make("fedavg"), UP_DOWN, deployed_only=False)
+        resolve("factors-inferred", make("fedavg"), UP_DOWN, CLIENT_MODEL)
     with pytest.raises(UserError, match="unknown reconstruction"):
-        resolve("no-such-strategy", make("fedavg"), UP_DOWN, deployed_only=False)
+        resolve("no-such-strategy", make("fedavg"), UP_DOWN, CLIENT_MODEL)
 
 
 def test_waffle_gets_factor_guesses_not_the_bare_uplink() -> None:
-    names = {s.name for s in resolve("all", make("waffle-ibp"), UP_DOWN, deployed_only=False)}
+    names = {s.name for s in resolve("all", make("waffle-ibp"), UP_DOWN, CLIENT_MODEL)}
     assert {"factors-all-on", "factors-prior", "factors-inferred", "factors-prior-mean", "factors-fitted"} <= names
     assert "decoded" not in names
-    only_up = {s.name for s in resolve("all", make("waffle-ibp"), frozenset({"up"}), deployed_only=False)}
+    only_up = {s.name for s in resolve("all", make("waffle-ibp"), frozenset({"up"}), CLIENT_MODEL)}
     assert "factors-inferred" not in only_up  # it needs the same round's downlink
 
 
@@ -58,9 +58,9 @@ def test_auto_guesses_waffles_selection_with_the_strongest_measured_strategy() -
     for membership (factors-inferred, 0.04-0.12 AUC below factors-all-on; see the module
     docstring of attacks/hidden_parts/waffle.py)."""
     target = make("waffle-ibp")
-    (auto,) = resolve("auto", target, UP_DOWN, deployed_only=False)
+    (auto,) = resolve("auto", target, UP_DOWN, CLIENT_MODEL)
     assert auto.name == "factors-all-on"
-    order = [s.name for s in resolve("all", target, UP_DOWN, deployed_only=False)]
+    order = [s.name for s in resolve("all", target, UP_DOWN, CLIENT_MODEL)]
     assert order.index("factors-all-on") < order.index("factors-inferred")
 
 
@@ -101,10 +101,10 @@ def test_qffl_decoding_inverts_the_scaled_update() -> None:
 def test_strategies_follow_what_the_method_declares(method: str, expected: set[str]) -> None:
     """FedPer and CGAU keep parameters off the wire, Ditto a personal model, WAFFLe's ablation a
     selection without a prior; SCAFFOLD hides only its control variate, not part of the model."""
-    names = {s.name for s in resolve("all", make(method), UP_DOWN, deployed_only=False)}
+    names = {s.name for s in resolve("all", make(method), UP_DOWN, CLIENT_MODEL)}
     assert names == expected
 
 
 def test_an_update_without_its_downlink_cannot_be_decoded() -> None:
-    names = {s.name for s in resolve("all", make("scaffold"), frozenset({"up"}), deployed_only=False)}
+    names = {s.name for s in resolve("all", make("scaffold"), frozenset({"up"}), CLIENT_MODEL)}
     assert names == set()

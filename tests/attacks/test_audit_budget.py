@@ -32,6 +32,10 @@ def spec_for(attack: str) -> EvaluationSpec:
 
 @pytest.mark.parametrize("name", ATTACKS.names())
 def test_every_attack_declares_its_cost_and_place(name: str) -> None:
+    check_cost_and_place(name)
+
+
+def check_cost_and_place(name: str) -> None:
     cls = ATTACKS.get(name)
     assert cls.cost is not Attack.cost, f"{name} declares no cost: the plan cannot budget it"
     assert cls.audit is None or cls.audit.family in FAMILIES
@@ -77,6 +81,10 @@ def one_probe(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize("name", ATTACKS.names())
 def test_a_tiny_budget_chunks_or_refuses(name: str, server_run: Path, tmp_path: Path,
                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    check_tiny_budget(name, server_run, tmp_path, monkeypatch)
+
+
+def check_tiny_budget(name: str, server_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     spec = spec_for(name)
     one_probe(monkeypatch)
     free = guesses_of(evaluate_run(server_run, spec, tmp_path / "free", progress=False, budget=Budget(64 * GIB)))

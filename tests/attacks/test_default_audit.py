@@ -14,10 +14,12 @@ import torch
 
 from fedattack.attacks.base import Attack
 from fedattack.attacks.data_reconstruction.family import DataReconstruction
+from fedattack.attacks.data_reconstruction.units import MatchingUnits, SimulationUnits
 from fedattack.attacks.evaluation import truth as truth_mod
 from fedattack.attacks.evaluation.data import Samples
 from fedattack.attacks.evaluation.evaluate import evaluate_run
 from fedattack.attacks.evaluation.selection import SELECTED, select_strongest
+from fedattack.attacks.model_inversion.inversion import InversionUnits
 from fedattack.attacks.planning.cost import Probe, Workload
 from fedattack.attacks.planning.default_audit import DefaultAudit
 from fedattack.evaluation import EvaluationSpec
@@ -26,10 +28,12 @@ from fedattack.results import AttackResult, metric_table
 
 README = Path(__file__).resolve().parents[2] / "attacks" / "README.md"
 GIB = 2**30
-PROBE = Probe(params=159_010, step_seconds=1e-3, job_seconds=0.01, forward_seconds=4e-6, grad_seconds=5e-5,
-              grad_fixed_seconds=1e-4, grad_bytes=900, second_seconds=8e-5, second_fixed_seconds=1e-4,
-              second_bytes=5_000, second_fixed_bytes=2_000_000, sim_step_seconds=0.01, sim_step_bytes=700_000,
-              inversion_step_seconds=3e-4, input_numel=784)
+PROBE = Probe(params=159_010, step_seconds=1e-3, job_seconds=0.01, forward_seconds=4e-6, input_numel=784,
+              measured={MatchingUnits: MatchingUnits(grad_seconds=5e-5, second_seconds=8e-5, second_fixed_seconds=1e-4,
+                                                     second_bytes=5_000, second_fixed_bytes=2_000_000),
+                        SimulationUnits: SimulationUnits(sim_step_seconds=0.01, sim_step_bytes=700_000),
+                        InversionUnits: InversionUnits(grad_seconds=5e-5, grad_fixed_seconds=1e-4, grad_bytes=900,
+                                                       inversion_step_seconds=3e-4)})
 
 
 def work(samples: int, first_layer: tuple[int, int] | None = (200, 784), epochs: int = 5) -> Workload:

@@ -30,11 +30,14 @@ def test_importing_the_cli_and_every_command_does_not_import_torch() -> None:
     assert "torch" not in _modules_after(code)
 
 
-@pytest.mark.parametrize("args", [["--help"], ["list"], ["train", "--help"], ["train", "--method", "nope"]])
+@pytest.mark.parametrize("args", [["--help"], ["list"], ["list", "attacks"], ["train", "--help"],
+                                  ["train", "--method", "nope"], ["evaluate", "--help"]])
 def test_help_list_and_usage_errors_do_not_import_torch(args: list[str]) -> None:
     code = (f"from fedattack.cli import cli\ntry:\n    cli.main({args!r}, standalone_mode=False)\n"
             "except Exception:\n    pass")
-    assert "torch" not in _modules_after(code)
+    loaded = _modules_after(code)
+    assert not loaded & {"torch", "torchvision", "numpy"}
+    assert not [m for m in loaded if m.startswith("fedattack.attacks.") and m.count(".") > 2]  # no attack module
 
 
 def test_the_source_scan_agrees_with_importing() -> None:

@@ -12,7 +12,7 @@ from fedattack.defences import make_target
 from fedattack.defences.dp_sgd import DPSGD, DPSGDSettings
 from fedattack.registry import UserError
 from fedattack.target import ClientContext, TargetContext
-from fedattack.training import Batch, sequential_train
+from fedattack.training import Batch, local_gradients, sequential_train
 from tests.defences._federate import federate
 
 CTX = TargetContext(model="digits-mlp", input_shape=(1, 8, 8), num_classes=10, num_clients=4, rounds=2)
@@ -26,7 +26,7 @@ def _step(clip: float, sigma: float, size: int = 16, step: int = 0):  # type: ig
     batch = Batch(torch.rand(size, 1, 8, 8, generator=gen), torch.randint(0, 10, (size,), generator=gen),
                   torch.full((size,), 1 / size))
     ctx = ClientContext(1, 0, 0, sequential_train)
-    grads = target.local_gradients(params, {}, batch, {}, torch.tensor(step), ctx)
+    grads = local_gradients(target, params, {}, batch, {}, torch.tensor(step), ctx)
     return target, params, batch, dict(zip(params, grads))
 
 
@@ -74,7 +74,7 @@ def test_the_federation_is_accounted_from_what_its_clients_did() -> None:
     target, _, _ = federate("fedavg", entry)
     acc = target.defences[0].accounting()  # type: ignore[attr-defined]
     assert acc["level"] == "sample" and acc["epsilon"] is not None and acc["worst_client"]["rounds"] >= 1
-    assert target.batchable is False  # trained client by client, through the sequential loop's hook
+    assert target.trains_in_stacks is False  # trained client by client, through the sequential loop's hook
     more = DPSGD(DPSGDSettings(noise_multiplier=2.0), target.ctx)
     more.trained = dict(target.defences[0].trained)  # type: ignore[attr-defined]
     assert more.accounting()["epsilon"] < acc["epsilon"]

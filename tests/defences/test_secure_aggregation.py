@@ -37,7 +37,7 @@ def test_no_recorded_uplink_reveals_a_single_clients_update() -> None:
             signal = (true.payload[n].double() * float(m.samples or 1)).flatten()  # what the client masks
             corr = torch.corrcoef(torch.stack([seen, signal]))[0, 1].abs().item()
             assert corr < 6 / seen.numel() ** 0.5, (n, corr)
-        assert target.decode(None, m.payload) is None  # the wire decodes to nothing
+        assert target.read_uplink(None, m.payload) is None  # the wire decodes to nothing
 
 
 def test_a_method_with_its_own_aggregate_is_refused_in_one_line() -> None:

@@ -63,7 +63,7 @@ class BatchedExecutor:
             raise UserError(f"--device {device} was asked for but CUDA is not available; use --device cpu")
 
     def run(self, target: Target, jobs: list[ClientJob]) -> list[tuple[Payload, State]]:
-        if not target.batchable or len(jobs) < 2:
+        if not target.trains_in_stacks or len(jobs) < 2:
             return SequentialExecutor().run(target, jobs)
         problems = [target.start_local(j.down, j.private, j.data) for j in jobs]
         trained = self.serve([TrainRequest(target, p, j.data, j.ctx) for p, j in zip(problems, jobs)])
