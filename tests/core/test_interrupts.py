@@ -11,6 +11,7 @@ import threading
 import time
 import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -67,14 +68,14 @@ def _evaluate(*args: str) -> subprocess.Popen[str]:
                             stderr=subprocess.PIPE, text=True)
 
 
-def _marker(out: Path) -> dict:  # type: ignore[type-arg]
+def _marker(out: Path) -> dict[str, Any]:
     try:
         return json.loads((out / "incomplete.json").read_text())
     except (OSError, ValueError):
         return {}
 
 
-def _kept(folder: Path) -> dict[str, dict]:  # type: ignore[type-arg]
+def _kept(folder: Path) -> dict[str, dict[str, Any]]:
     """Each result's numbers (what does not depend on the clock or the folder)."""
     out = {}
     for path in folder.glob("*-victim*.json"):
