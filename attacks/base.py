@@ -133,6 +133,7 @@ class Attack:
     chunk_unit: ClassVar[str] = ""  # what `Adversary.chunk` counts ("images", "models"); "": no chunks
     reads_wire: ClassVar[bool] = False  # it reads the wire itself: no model is rebuilt for it (`readout`)
     reads_every_client: ClassVar[bool] = False  # it compares the victim with the other clients' uplinks
+    stacks_victims: ClassVar[bool] = False  # its run_many stacks several victims' work (batched: after the loop)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

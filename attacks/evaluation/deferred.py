@@ -5,7 +5,8 @@ papers' small models an optimisation over inputs (model inversion: thousands of 
 forward and a backward pass) is paid in per-step dispatch, not arithmetic, so one optimisation
 over every victim's models together costs little more than one victim's
 (`benchmarks/bench_waffle.py --inversion-victims`). With the batched executor (`--executor
-batched`, as for shadow models) an attack that overrides `Attack.run_many` is therefore not run
+batched`, as for shadow models) an attack that declares `Attack.stacks_victims` (its `run_many`
+stacks the work) is therefore not run
 in the loop: its calls are kept (`Deferred`, with the upper bound's held models as separate
 calls) and run together when the loop ends, each attack once over every call, results saved in
 the loop's order. Like batched shadow models, the numbers agree with the one-at-a-time
@@ -39,7 +40,7 @@ class Deferred:
 
 def deferrable(attack: Attack, executor: str) -> bool:
     """Whether the evaluation runs `attack` after its loop, over every victim at once."""
-    return executor != "sequential" and type(attack).run_many is not Attack.run_many
+    return executor != "sequential" and attack.stacks_victims
 
 
 def finish_deferred(written: list[Path | Deferred], seed: int, plan: Any = None) -> list[Path]:

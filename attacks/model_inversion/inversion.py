@@ -81,6 +81,7 @@ class Inversion(Attack):
     metrics = INVERSION_METRICS
     fast_settings = {"steps": 5}
     audit = AuditRole("model inversion", strength=0, paper=True)  # Fredrikson et al., the WAFFLe paper's Table 4
+    stacks_victims = True  # `run_many`: one optimisation over every victim's models (`invert_many`)
 
     def cost(self, work: Workload, chunk: int | None = None) -> Cost:
         """Every class's image through `steps` forward and backward passes (the stopping rule

@@ -17,6 +17,7 @@ from fedattack.commands.options import data_root_option, plugin_option
 
 if TYPE_CHECKING:
     from fedattack.experiments.plan import EvalJob
+    from fedattack.experiments.spec import Experiment
 
 
 @dataclass(frozen=True)
@@ -48,11 +49,11 @@ def make_evaluator(data_root: str | None, progress: bool, memory: int | None = N
     return RunEvaluator(data_root, progress, None if memory is None else memory // max(1, workers), seconds)
 
 
-def reporter(inputs: Sequence[Path], out: Path, exp: Any) -> Path:
+def reporter(inputs: Sequence[Path], out: Path, exp: Experiment) -> Path:
     from fedattack.reports.build import build_report
     existing = [p for p in inputs if p.exists()]
     return build_report(existing, out, exp.reproduces, title=f"fedattack report: experiment {exp.name}",
-                        intro=exp.description, caveat=getattr(exp, "caveat", ""))
+                        intro=exp.description, caveat=exp.caveat)
 
 
 def run_named(name_or_file: str, out: str | None, data_root: str | None, download: bool, quiet: bool,

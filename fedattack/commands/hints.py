@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from fedattack.registry import UserError
 
 if TYPE_CHECKING:
-    from fedattack.reports.collect import Inputs
+    from fedattack.reports.collect import Inputs, RunInfo
 
 SHOWN = 3  # run directories named in a hint before "and N more"
 
@@ -65,9 +65,9 @@ def unevaluated_hint(inputs: Inputs, out: Path) -> str | None:
             f"{them}: `{evaluate}`{others}, and pass {folder} to `report` as well")
 
 
-def _named(runs: Iterable[object]) -> str:
+def _named(runs: Iterable[RunInfo]) -> str:
     listed = list(runs)
-    names = [str(getattr(r, "path", None) or getattr(r, "label", "?")) for r in listed[:SHOWN]]
+    names = [str(r.path or r.label) for r in listed[:SHOWN]]
     more = f" and {len(listed) - SHOWN} more" if len(listed) > SHOWN else ""
     verb = "has" if len(listed) == 1 else "have"
     return f"{', '.join(names)}{more} {verb}"
