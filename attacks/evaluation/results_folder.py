@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
-from fedattack.atomic import PARTIAL, staging_dir, write_json
+from fedattack.atomic import PARTIAL, staging_dir, write_json, write_text
 from fedattack.federation.claim import PidLock, refuse_dangerous, writer_of
 from fedattack.interrupts import held_interrupts
 from fedattack.jsonfile import read_json
@@ -102,6 +102,7 @@ class ResultsFolder:
         self.done: set[int] = set()
         self.stale: set[str] = set()  # results an interrupted replacement had still to replace
         self._created = False
+        self._marker: str | None = None  # an unfinished evaluation's marker found here, as it was
 
     # -- before anything runs ------------------------------------------------------------------
     def check(self) -> list[Path]:
@@ -127,8 +128,9 @@ class ResultsFolder:
         self.lock.acquire()
         try:
             self.previous = self.check()  # again under the lock: nobody else writes now
-            marker = incomplete(self.path) or {}
-            self.stale = set(marker.get("replacing") or []) if self.existing == "resume" else set()
+            marker = incomplete(self.path)
+            self._marker = (self.path / INCOMPLETE).read_text(encoding="utf-8") if marker is not None else None
+            self.stale = set((marker or {}).get("replacing") or []) if self.existing == "resume" else set()
             clear_leftovers(self.path)
             self._created = not self.path.exists()
         except BaseException:
@@ -213,8 +215,11 @@ class ResultsFolder:
 
     def _stopped(self, exc: BaseException) -> None:
         """After an interrupt or an error: keep what was published, say so; else leave no trace."""
-        if not self.published:
-            (self.path / INCOMPLETE).unlink(missing_ok=True) if self.path.is_dir() else None
+        if not self.published:  # as it was: an earlier evaluation's marker put back, or none
+            if self._marker is not None:
+                write_text(self.path / INCOMPLETE, self._marker)
+            elif self.path.is_dir():
+                (self.path / INCOMPLETE).unlink(missing_ok=True)
             if self._created and self.path.is_dir() and not any(self.path.iterdir()):
                 self.path.rmdir()
             return

@@ -76,3 +76,16 @@ def test_an_evaluation_builds_the_method_once(fedavg_run: Path, tmp_path: Path,
                        attacks=("membership", "inversion"), aux_size=100, eval_size=60, max_queries=20,
                        settings={"shadows": 1, "classifier": "logreg", "steps": 5})
     assert built == ["FedAvg"]
+
+
+def test_a_resume_that_stops_before_a_victim_leaves_the_folder_as_it_found_it(fedavg_run: Path, tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    fedattack.evaluate(fedavg_run, out, victims=1, **CHEAP)
+    unfinished = {"schema": "fedattack.incomplete/1", "status": "interrupted", "victims": [1, 4], "done": [1],
+                  "missing": [4], "resume": "fedattack evaluate ... --resume", "replacing": []}
+    (out / "incomplete.json").write_text(json.dumps(unfinished))
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    with pytest.raises(UserError, match="refused before starting"):
+        fedattack.evaluate(fedavg_run, out, victims=(1, 4), resume=True, memory=1, **CHEAP)  # no room at all
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+    assert json.loads((out / "incomplete.json").read_text()) == unfinished
