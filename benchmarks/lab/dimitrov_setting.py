@@ -10,8 +10,10 @@ round from the seeded initialisation; the eavesdropper's `update-inversion` from
 dense layer, labels unknown): victim 0 of each is the one the settings were fixed on, 1-10 are
 held out, and the table reports the held-out ones. Before #43 the federations were trained by
 the batched executor's `conv` kernel, which max-pooled where this CNN average-pools; the
-evidence records the executor and the commit that trained them. Work folders already holding
-a federation or a victim's result are reused.
+evidence records the executor and the commit that trained them. Each victim is evaluated on
+its own (held-out victims first, the two datasets in turn), so an interrupted run keeps what it
+finished: work folders already holding a federation or a victim's result are reused, and
+`--victims` bounds how many held-out victims a dataset gets (the evidence says how many).
 """
 
 from __future__ import annotations
@@ -55,6 +57,8 @@ def render(evidence: dict[str, Any], tuning: bool = False) -> str:
              "|---|---|---|---|---|---|"]
     for dataset in dict.fromkeys(r["dataset"] for r in evidence["rows"]):
         rows = [r for r in evidence["rows"] if r["dataset"] == dataset and r["tuning"] == tuning]
+        if not rows:
+            continue
         groups = [np.asarray(r["psnr"], dtype=float) for r in rows]
         pooled = np.concatenate(groups)
         low, high, _ = bootstrap(groups, share, over="victims")
@@ -75,19 +79,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--work", type=Path, default=Path("results/dimitrov-setting"))
     parser.add_argument("--evidence", type=Path, default=Path("docs/evidence/privacy/dimitrov-setting.json"))
+    parser.add_argument("--victims", type=int, default=len(HELD_OUT), help="held-out victims a dataset (1-10)")
     args = parser.parse_args()
-    rows: list[dict[str, Any]] = []
-    executors = set()
-    for name, dataset in SETTINGS.items():
-        exp = EXPERIMENTS[name]
-        run = federation(args.work, name, exp)
-        executors.add(json.loads((run / "federation.json").read_text())["spec"]["executor"])
-        out = args.work / "results" / name
-        attack(run, out, exp, TUNING + HELD_OUT)
-        rows += victim_rows(out, name, dataset)
-    evidence = {"render": "benchmarks/lab/dimitrov_setting.py:render", "commit": commit(),
-                "executor": sorted(executors), "command": "python benchmarks/lab/dimitrov_setting.py",
-                "victims": {"tuning": list(TUNING), "held_out": list(HELD_OUT)}, "rows": rows}
+    runs = {name: federation(args.work, name, EXPERIMENTS[name]) for name in SETTINGS}
+    held_out = HELD_OUT[:args.victims]
+    for victim in held_out + TUNING:
+        for name, run in runs.items():
+            attack(run, args.work / "results" / name / f"victim{victim}", EXPERIMENTS[name], (victim,))
+    rows = [row for name, dataset in SETTINGS.items()
+            for folder in sorted((args.work / "results" / name).glob("victim*"))
+            for row in victim_rows(folder, name, dataset)]
+    executors = sorted({json.loads((run / "federation.json").read_text())["spec"]["executor"] for run in runs.values()})
+    evidence = {"render": "benchmarks/lab/dimitrov_setting.py:render", "commit": commit(), "executor": executors,
+                "command": f"python benchmarks/lab/dimitrov_setting.py --victims {args.victims}",
+                "victims": {"tuning": list(TUNING), "held_out": list(held_out)},
+                "rows": sorted(rows, key=lambda r: (list(SETTINGS).index(r["experiment"]), r["victim"]))}
     args.evidence.parent.mkdir(parents=True, exist_ok=True)
     args.evidence.write_text(json.dumps(evidence, indent=1) + "\n")
     print(render(evidence))
