@@ -124,10 +124,10 @@ def exchange(adv: Adversary, rnd: int, victim: int) -> Exchange:
     target, msgs = adv.view.target, adv.view.messages(rounds={rnd})
     sent = {m.receiver: dict(m.payload) for m in msgs if m.kind == "downlink"}
     ups = [m for m in msgs if m.kind == "uplink"]
-    every = [e for e in adv.view.reader.index if e["round"] == rnd and e["kind"] == "uplink"]
+    every = target.ctx.clients_per_round  # the protocol's m (the view holds its own channels only)
     hidden = getattr(target, "uplinks_hidden", None)
-    if hidden and len(ups) < len(every):
-        raise NotApplicable(f"{hidden}: only the sum of all {len(every)} uplinks of round {rnd} says anything, "
+    if hidden and len(ups) < every:
+        raise NotApplicable(f"{hidden}: only the sum of all {every} uplinks of round {rnd} says anything, "
                             f"and the {adv.view.threat_model} sees {len(ups)}")
     received = ({m.sender: dict(target.receive(ups, rnd)[0].payload) for m in ups}  # type: ignore[attr-defined]
                 if hidden else {m.sender: dict(m.payload) for m in ups})
