@@ -27,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent)]  # the scripts it builds on, beside it or in benchmarks/
 from inversion_cnn import EXPERIMENTS, attack, federation  # noqa: E402  (sibling scripts)
 from update_inversion_curve import bootstrap, share  # noqa: E402
 
@@ -80,16 +81,19 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path("results/dimitrov-setting"))
     parser.add_argument("--evidence", type=Path, default=Path("docs/evidence/privacy/dimitrov-setting.json"))
     parser.add_argument("--victims", type=int, default=len(HELD_OUT), help="held-out victims a dataset (1-10)")
+    parser.add_argument("--only", choices=list(SETTINGS), help="attack this experiment's victims only (to run the "
+                        "two side by side, one process each); the evidence is written from every result found")
     args = parser.parse_args()
-    runs = {name: federation(args.work, name, EXPERIMENTS[name]) for name in SETTINGS}
+    runs = {name: federation(args.work, name, EXPERIMENTS[name]) for name in SETTINGS if args.only in (None, name)}
     held_out = HELD_OUT[:args.victims]
     for victim in held_out + TUNING:
         for name, run in runs.items():
             attack(run, args.work / "results" / name / f"victim{victim}", EXPERIMENTS[name], (victim,))
     rows = [row for name, dataset in SETTINGS.items()
-            for folder in sorted((args.work / "results" / name).glob("victim*"))
+            for folder in sorted((args.work / "results" / name).glob("victim*"), key=lambda f: int(f.name[6:]))
             for row in victim_rows(folder, name, dataset)]
-    executors = sorted({json.loads((run / "federation.json").read_text())["spec"]["executor"] for run in runs.values()})
+    executors = sorted({json.loads((args.work / "runs" / name / "federation.json").read_text())["spec"]["executor"]
+                        for name in SETTINGS if (args.work / "runs" / name).is_dir()})
     evidence = {"render": "benchmarks/lab/dimitrov_setting.py:render", "commit": commit(), "executor": executors,
                 "command": f"python benchmarks/lab/dimitrov_setting.py --victims {args.victims}",
                 "victims": {"tuning": list(TUNING), "held_out": list(held_out)},
