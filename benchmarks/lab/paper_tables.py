@@ -1,7 +1,7 @@
 """WAFFLe's Tables 2 and 1 (as docs/lab/reproduction.md prints them) from run directories, ours
 beside the paper's numbers (`fedattack.reports.paper_numbers`), so no cell is copied by hand:
 
-    python benchmarks/paper_tables.py runs/fmnist/runs/*
+    python benchmarks/lab/paper_tables.py runs/fmnist/runs/*
 
 Table 2: mean local test accuracy at the last round per (partition, method), mean ± std over
 the seeds (ddof = 0) and each seed's value; Table 1: the multimodal subpopulations. Runs are
