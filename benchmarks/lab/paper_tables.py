@@ -64,7 +64,7 @@ def table2(groups: dict[str, list[dict[str, Any]]]) -> str:
         lines.append(f"| {dataset} " * named
                      + f"| {NAMES.get(partition, partition)} | {method} | {hyper} | {seeds} | {each} | "
                      f"{_pm([r['mean'] for r in rows])} | "
-                     f"{paper('waffle-ibp:table1', dataset, partition, method, 'mean')} | {wall} |")
+                     f"{paper('waffle-ibp:table2', dataset, partition, method, 'mean')} | {wall} |")
     return "\n".join(lines)
 
 
@@ -77,7 +77,7 @@ def table1(groups: dict[str, list[dict[str, Any]]]) -> str:
         if partition != "multimodal":
             continue
         cells = [f"{_pm([r.get(k) for r in rows], 0 if k == 'variance' else 2)} "
-                 f"({paper('waffle-ibp:table2', dataset, partition, method, k)})"
+                 f"({paper('waffle-ibp:table1', dataset, partition, method, k)})"
                  for k in ("majority", "minority", "gap", "variance")]
         seeds = ",".join(str(r["seed"]) for r in rows)
         lines.append(f"| {dataset} " * named + f"| {method} | {hyper} | {seeds} | " + " | ".join(cells) + " |")
