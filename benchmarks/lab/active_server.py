@@ -3,8 +3,8 @@ secure aggregation, under client-level DP at three noise levels, under sample-le
 WAFFLe, on MNIST and CIFAR-10, beside the passive eavesdropper on the same clients; and what the
 client-side check (`downlink-check`) stops and how often it refuses an honest downlink.
 
-    FEDATTACK_DATA=../shared/datasets python docs/active_server.py run --out /tmp/active [--only WORD]
-    python docs/active_server.py table --out /tmp/active > tables.md
+    FEDATTACK_DATA=../shared/datasets python benchmarks/lab/active_server.py run --out /tmp/active [--only WORD]
+    python benchmarks/lab/active_server.py table --out /tmp/active > tables.md
 
 `run` trains each cell's federation and evaluates it into OUT/<cell>/ (a cell whose summary
 exists is skipped, so the same command continues after an interruption), then deletes the run
@@ -403,7 +403,7 @@ def main() -> None:
     torch.set_num_threads(1)
     cells = [c for c in CELLS if args.only in c.name]
     if args.what == "figure":
-        figure(args.out, Path(__file__).with_name("active-server.png"))
+        figure(args.out, Path(__file__).resolve().parents[2] / "docs" / "active-server.png")
     elif args.what == "list":
         print("\n".join(c.name for c in cells))
     elif args.what == "run":
