@@ -122,25 +122,31 @@ def inversion_figures(results: list[LoadedResult], out: Path) -> FigureList:
     for (attack, dataset), members in sorted(groups.items()):
         victim, seed = _shown_victim(members)
         shown = [r for r in members if (r.result.victim, r.result.seed) == (victim, seed)]
-        rows: list[Row] = []
-        for r in sorted(shown, key=lambda r: (r.run.label, "upper bound" in threat_label(r), threat_label(r),
-                                               r.result.reconstruction)):
-            recon = r.result.reconstruction
-            label = f"{r.run.label}\n{threat_label(r)}" + ("" if recon in ("none", "") else f"\n{recon}")
-            rows.append(Row(label, artifact_images(r, "recon"), judged(r), ranked_top(r)))
-        count = max((len(row.images) for row in rows), default=0)
-        means = next((m for m in (artifact_images(r, "mean", count) for r in shown) if m), {})
-        held = held_classes(shown)
-        if means:
-            rows.insert(0, Row("class means (victim's data)", means, {} if held is None else
-                               {c: "not held" for c in range(count) if c not in held}))
+        rows = grid_rows(shown)
         if not any(row.images for row in rows):
             continue
         path = out / f"inversion-{slug(attack, dataset)}.png"
         names = next((r.run.classes for r in shown if r.run.classes), [])
         _draw_grid(rows, path, f"{attack} on {dataset}: victim {victim}, seed {seed}", names)
-        figures.append((path, caption(attack, dataset, victim, seed, held)))
+        figures.append((path, caption(attack, dataset, victim, seed, held_classes(shown))))
     return figures
+
+
+def grid_rows(shown: list[LoadedResult]) -> list[Row]:
+    """The victim's class means ('not held' in the cells of classes it lacks), then one row per setting."""
+    rows: list[Row] = []
+    for r in sorted(shown, key=lambda r: (r.run.label, "upper bound" in threat_label(r), threat_label(r),
+                                           r.result.reconstruction)):
+        recon = r.result.reconstruction
+        label = f"{r.run.label}\n{threat_label(r)}" + ("" if recon in ("none", "") else f"\n{recon}")
+        rows.append(Row(label, artifact_images(r, "recon"), judged(r), ranked_top(r)))
+    count = max((len(row.images) for row in rows), default=0)
+    means = next((m for m in (artifact_images(r, "mean", count) for r in shown) if m), {})
+    held = held_classes(shown)
+    if means:
+        rows.insert(0, Row("class means (victim's data)", means, {} if held is None else
+                           {c: "not held" for c in range(count) if c not in held}))
+    return rows
 
 
 def held_classes(shown: list[LoadedResult]) -> list[int] | None:

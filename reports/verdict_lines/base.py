@@ -5,8 +5,9 @@ utility) and lines under it. Each kind of line is one `LineSource` in a file of 
 registers itself: the passive adversaries' lines (`passive.py`), a server that acted during
 training (`active_server.py`), what was not attacked (`not_attacked.py`). A new kind of adversary
 or audit adds one file here and edits nobody else's: its source says which claims it states
-(`takes`; the sources are asked in `order`, the first that takes a claim states it) and returns a
-`Part`: levels for the head, lines under it, and lines of an upper bound (folded away in HTML).
+(`takes`: the sources are asked in `order`, the first that takes a claim states it; a `fallback`
+source, the passive lines, is asked only after every other) and returns a `Part`: levels for the
+head, lines under it, and lines of an upper bound (folded away in HTML), placed by `order`.
 A source may state no claim at all and read the federation's results or runs instead.
 """
 
@@ -49,9 +50,11 @@ class Part:
 
 
 class LineSource:
-    """One kind of verdict line. `order`: lower comes first, in the head and under it."""
+    """One kind of verdict line. `order`: lower comes first, in the head and under it. `fallback`:
+    takes claims only once every other source has declined them."""
 
     order: ClassVar[int] = 50
+    fallback: ClassVar[bool] = False
 
     def takes(self, claim: Claim) -> bool:
         """Whether this source states `claim` (no later source states it again)."""
@@ -70,13 +73,14 @@ def sources() -> list[LineSource]:
 
 
 def parts(fed: Federation) -> list[Part]:
-    """Every source's part for `fed`, in order, each claim given to the first source that takes it."""
-    left, out = list(fed.claims), []
-    for source in sources():
-        mine = [c for c in left if source.takes(c)]
+    """Every source's part for `fed`, in order, each claim given to the first source that takes it
+    (the fallback sources asked last)."""
+    left, given = list(fed.claims), dict[int, list[Claim]]()
+    found = sources()
+    for source in sorted(found, key=lambda s: s.fallback):
+        given[id(source)] = [c for c in left if source.takes(c)]
         left = [c for c in left if not source.takes(c)]
-        out.append(source.part(fed, mine))
-    return out
+    return [source.part(fed, given[id(source)]) for source in found]
 
 
 def severest(levels: list[Level]) -> Level | None:

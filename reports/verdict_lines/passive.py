@@ -30,6 +30,7 @@ class Passive(LineSource):
     """Adversaries that read the wire of a federation whose server did not act."""
 
     order = 10
+    fallback = True  # a new kind of adversary takes its own claims first
 
     def takes(self, claim: Claim) -> bool:
         return claim.adversary == ""
