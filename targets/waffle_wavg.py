@@ -68,7 +68,6 @@ ZERO = "waffle.zero_weight"  # downlink under zero_weight=freeze|reset: 1 if the
 ZERO_WEIGHT_MODES = ("keep", "freeze", "reset")
 READINGS = {"literal": {"zero_weight": "keep", "zero_below": 0.0, "control": "increments"},
             "stabilised": {"zero_weight": "freeze", "zero_below": 0.05, "control": "variates"}}
-DEFAULT_READING = "literal"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -95,7 +94,7 @@ class WaffleHyper(ControlHyper):
     control: str = ""
     zero_weight: str = ""
     zero_below: float = -1.0
-    reading: str = DEFAULT_READING
+    reading: str = "literal"  # a literal: `fedattack list` reads defaults from the source
 
     def __post_init__(self) -> None:
         super().__post_init__()
