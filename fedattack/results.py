@@ -30,7 +30,11 @@ class Metric:
     `headline` metrics are the ones a summary line or a report table shows first; `primary`
     marks the one number that summarises the attack (the privacy axis of a figure). `bounds`
     is the range of stored values (error bars are clipped to it); None is unbounded. `chance`
-    is what an adversary that only guesses would score, where that is defined.
+    is what an adversary that only guesses would score, where that is defined. `client` says
+    whether the metric measures what the adversary learns about this client's data (its members,
+    its images, its class mix beyond the population's): a report's risk level counts only those; a
+    class representative any model of the population would give (model inversion's attack accuracy)
+    is `client=False`.
     """
 
     key: str
@@ -43,6 +47,7 @@ class Metric:
     bounds: tuple[float | None, float | None] = (None, None)
     digits: int = 2
     chance: float | None = None  # the value of an attack that only guesses (AUC 0.5), if one exists
+    client: bool = True  # measures this client's data, so the risk level counts it (see above)
 
     def __post_init__(self) -> None:
         if self.leak not in LEAK_DIRECTIONS:

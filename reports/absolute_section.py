@@ -1,11 +1,12 @@
 """The absolute verdict in words: per audited federation, what each adversary learns.
 
-One bullet per federation (its risk level and utility), under it one line per adversary and
-threat model, each stating the strongest attack of every family in plain words with its
-interval and n (`numbers.shown`, the one rule), the most severe first. Realistic adversaries
-come first; an upper bound's lines (the oracle) are kept apart, folded away in HTML. Passive
-adversaries come before an active server's lines (a federation in which the server acted,
-`AttackResult.run["active_adversary"]`), which are marked as such and get a risk level of their own.
+One bullet per federation: its head (each risk level, named after the attack that set it, the one
+finding to act on, its utility), under it one line per adversary and threat model, each stating
+the strongest attack of every family in plain words with its interval and n (`numbers.shown`, the
+one rule), the most severe first, and what was not attempted. Realistic adversaries come first; an
+upper bound's lines (the oracle) are kept apart, folded away in HTML. Which lines there are is
+declared by the sources of `verdict_lines/` (passive adversaries, a server that acted during
+training, what the plan left out, ...); this module has the words they share.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ from fedattack import rates
 from fedattack.reports import numbers
 from fedattack.reports.claims import Claim, Shown, side
 from fedattack.reports.collect import LoadedResult
-from fedattack.reports.risk import Risk, risk
+from fedattack.reports.risk import Risk
 from fedattack.reports.strongest import strategies
+from fedattack.reports.verdict_lines.base import Federation, Level, parts, severest
 
 Said = tuple[str, list[str]]  # the words, and notes for the parentheses that carry the n
 Block = tuple[str, list[str], list[str]]  # head, realistic lines, upper-bound lines
@@ -114,9 +116,21 @@ def below(c: Claim) -> str:
 RECOVERY = {"shown": "recovers {share} of the victim's training images above 20 dB",
             "not shown": "recovers no training image reliably above 20 dB ({share})",
             "other": "cannot be judged on training images ({share} above 20 dB)"}
-INVERSION = {"shown": "rebuilds recognisable class representatives: {labelled}",
-             "not shown": "rebuilds nothing recognisable: {labelled}",
-             "other": "cannot be judged on model inversion: {labelled}"}
+# Model inversion: what it learns about the client (its class mix beyond the population's, by the
+# side of that number against chance), then what its class images are.
+CLASS_MIX = {"above": "infers which classes the victim holds more of than the population (the half of the "
+                      "classes its model rebuilds most confidently hold {mix} more of its images than of the "
+                      "population's)",
+             "holds": "infers nothing of the victim's class mix beyond the population's ({mix})",
+             "below": "ranks the victim's classes below the population's ({mix}), which these results cannot "
+                      "explain",
+             "none": "cannot be judged on the victim's class mix ({mix})"}
+IMAGES = {"above": "its class images{tail}: a classifier labels {labelled} as their class",
+          "other": "its class images{tail}: a classifier labels {labelled} as their class, no better than chance"}
+POPULATION = " are what any model of the population gives, not this client's data"
+NO_CLIENT_MEASURE = ("its results hold no measure of this client's data (written before the class-mix measure), so "
+                     "it sets no risk level; its class images, what any model of the population gives: a classifier "
+                     "labels {labelled} as their class")
 
 
 def _said(c: Claim, words: dict[str, str], **values: str) -> str:
@@ -133,9 +147,24 @@ def reconstruction(c: Claim) -> Said:
 
 
 def inversion(c: Claim) -> Said:
-    acc = c.numbers[0]
+    """What the inversion learns about the client first (its class mix beyond the population's),
+    then its class images, said to be the population's where the class mix holds chance."""
+    acc = next(s for s in c.numbers if s.reading.key == "attack_accuracy")
+    labelled = _v(acc)
     chance = [_chance(acc)] if acc.chance is not None else ["no chance level recorded"]
-    return _said(c, INVERSION, labelled=f"a classifier labels {_v(acc)} of them as the victim's classes"), chance
+    mix = next((s for s in c.numbers if s.reading.client), None)
+    if mix is None:
+        return NO_CLIENT_MEASURE.format(labelled=labelled), chance
+    where = side(mix) if side(mix) in CLASS_MIX else "none"
+    mixed = numbers.shown(mix.interval, mix.reading, note="none", signed=where != "above", against=_marks(mix))
+    images = IMAGES["above" if side(acc) == "above" else "other"].format(
+        labelled=labelled, tail=POPULATION if where != "above" and side(acc) == "above" else "")
+    return f"{CLASS_MIX[where].format(mix=mixed)}; {images}", [*chance, f"class mix: chance {_level(mix)}"]
+
+
+def _level(s: Shown) -> str:
+    assert s.chance is not None
+    return numbers.level(s.chance, s.reading, s.interval, _marks(s)).strip()
 
 
 def generic(c: Claim) -> Said:
@@ -159,8 +188,10 @@ def sentence(c: Claim) -> str:
 
 
 def severity(c: Claim) -> tuple[object, ...]:
+    """Claims that count toward the level first, then the most severe, then by family."""
     rank = FAMILY_ORDER.index(c.family.key) if c.family.key in FAMILY_ORDER else len(FAMILY_ORDER)
-    return (SEVERITY.get(c.status, 5) if c.candidates else 6, rank, c.family.name)
+    status = c.client_status if c.client_status != "none" else "not shown"
+    return (SEVERITY.get(status, 5) if c.candidates else 6, c.client_status == "none", rank, c.family.name)
 
 
 def line(claims: list[Claim]) -> str:
@@ -172,31 +203,56 @@ def _capital(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
+def setter(c: Claim) -> str:
+    """'the eavesdropper's membership inference (rmia)': the attack that set a level."""
+    attack = f" ({c.chosen.attack})" if c.chosen is not None else ""
+    return f"the {c.threat}'s {c.family.name}{attack}"
+
+
 def level_text(r: Risk) -> str:
-    because = f", set by the {r.because.threat}'s {r.because.family.name}" if r.because and r.level != "low" else ""
+    because = f", set by {setter(r.because)}" if r.because and r.level != "low" else ""
     return f"risk **{r.level}**{because}"
 
 
+def finding(r: Risk) -> str:
+    """The one finding to act on, as a sentence: what the attack that set the level learns about a
+    client (its first clause, the client measure), with its n."""
+    c = r.because
+    if r.level == "low" or c is None:
+        return ("Nothing to act on from these attacks: none learns anything about a client's data (not a "
+                "guarantee; see what was not attempted)." if r.level == "low" else "")
+    words = SAYS.get(c.family.key, generic)(c)[0].split("; ")[0]
+    about = next((s for s in c.numbers if s.reading.client), c.numbers[0] if c.numbers else None)
+    n = f" ({numbers.n_note(about.interval, c.units_word)})" if about is not None else ""
+    if r.level == "undetermined":
+        return f"Undecided: {setter(c)} {words}{n}; attack more victims to settle it."
+    return f"Act on: {setter(c)} {words}{n}."
+
+
+def head(fed: Federation, levels: list[Level]) -> str:
+    """'**fedavg** on digits (iid): risk **moderate**, set by ...; Act on: ... Mean local ...'."""
+    named = len(levels) > 1
+    said = [level_text(lv.risk) + (f" against {lv.against}" if lv.against and (named or lv.named) else "")
+            for lv in levels]
+    first = severest(levels)
+    act = f" {first.finding}" if first is not None and first.finding else ""
+    text = f"**{fed.name}** on {fed.data}: {'; '.join(said) or 'no risk level'}.{act} "
+    return (text + utility(fed.results, fed.data, fed.name)).strip()
+
+
 def blocks(claims: list[Claim], results: list[LoadedResult]) -> list[Block]:
-    """Per federation: its head (risk, utility), its realistic lines, its upper-bound lines."""
-    by_fed: dict[tuple[str, str], dict[str, dict[str, list[Claim]]]] = defaultdict(lambda: defaultdict(dict))
+    """Per federation: its head (risk, the finding to act on, utility), its realistic lines, its
+    upper-bound lines, each kind of line from its source (`verdict_lines/`)."""
+    by_fed: dict[tuple[str, str], list[Claim]] = defaultdict(list)
     for c in claims:
-        by_fed[(c.data, c.federation)][c.adversary].setdefault(c.threat, []).append(c)
+        by_fed[(c.data, c.federation)].append(c)
     out = []
-    for (data, federation), adversaries in by_fed.items():
-        levels: list[str] = []
-        real: list[str] = []
-        bound: list[str] = []
-        for adversary in sorted(adversaries, key=lambda a: (a != "", a)):
-            threats = adversaries[adversary]
-            levels.append(level_text(risk([c for cs in threats.values() for c in cs])) +
-                          (f" against an {adversary}" if adversary else
-                           " against passive adversaries" if len(adversaries) > 1 else ""))
-            prefix = f"*{_capital(adversary)}*: " if adversary else ""
-            for cs in threats.values():
-                (bound if cs[0].upper_bound else real).append(prefix + line(cs))
-        head = f"**{federation}** on {data}: {'; '.join(levels)}. {utility(results, data, federation)}"
-        out.append((head.strip(), real, bound))
+    for (data, name), mine in by_fed.items():
+        fed = Federation(data, name, mine, [r for r in results if r.run.federation == name and
+                                            f"{r.run.dataset} ({r.run.partition})" == data])
+        found = parts(fed)
+        levels = [lv for p in found for lv in p.levels]
+        out.append((head(fed, levels), [x for p in found for x in p.lines], [x for p in found for x in p.bound]))
     return out
 
 

@@ -5,8 +5,11 @@ the family (and its reconstruction strategy) leads, with its numbers, how many v
 rest on, how many were not applicable and why, and one status decided by one rule
 (`status_of`): the leak is shown (the interval's lower end above chance), not shown (the
 interval holds chance), below chance (explained where the results allow), or undetermined (no
-interval). Comparisons between methods are a separate section (`verdict.py`); this one needs
-only one federation.
+interval). The same rule over the numbers that measure this client's data alone (`Metric.client`)
+gives `client_status`, which is what the risk level counts: a family whose own metrics say nothing
+about the client (model inversion's class representatives) states beside them the client measure
+its results declare (the class mix beyond the population's). Comparisons between methods are a
+separate section (`verdict.py`); this one needs only one federation.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from fedattack.reports.families import (
     values,
 )
 from fedattack.reports.identity import adversary_label
-from fedattack.reports.leakage import Reading
+from fedattack.reports.leakage import Reading, merged
 from fedattack.reports.strongest import Strongest, pool, strongest
 
 # shown: an interval lies on the leaking side of chance; not shown: they hold chance; below chance;
@@ -79,6 +82,7 @@ class Claim:
     not_applicable: dict[str, int] = field(default_factory=dict)   # reason -> units
     numbers: list[Shown] = field(default_factory=list)             # the first decides the status
     status: str = "undetermined"
+    client_status: str = "none"          # the rule over the client measures alone ('none': it has none)
     why_below: str = ""                  # 'flipped', 'artefact' or 'unclear' (`explain_below`)
     baseline: Interval | None = None     # the loss-threshold baseline's AUC on the same queries
     judge: Judge | None = None
@@ -195,6 +199,8 @@ def fill(claim: Claim, chosen: Candidate) -> None:
         if claim.rates is not None:
             claim.numbers.append(Shown(claim.rates.reading(), rate_interval(claim.rates), claim.rates.mean_chance))
     shown_keys = [k for k in (*family.rank, family.key) if values(rs, k)]
+    if claim.rates is None and not any(metric_reading(rs, k).client for k in shown_keys):
+        shown_keys += client_measures(rs)
     for key in dict.fromkeys(shown_keys):
         m = metric_reading(rs, key)
         chance = inversion_chance(rs) if key == "attack_accuracy" else m.chance
@@ -203,8 +209,17 @@ def fill(claim: Claim, chosen: Candidate) -> None:
     if any(k == "attack_accuracy" for k in shown_keys):
         claim.judge = judge(rs)
     claim.status = status_of(claim.numbers)
+    about = [n for n in claim.numbers if n.reading.client]
+    claim.client_status = status_of(about) if about else "none"
     if claim.status == "below chance":
         claim.why_below, claim.baseline = explain_below(rs)
+
+
+def client_measures(rs: list[LoadedResult]) -> list[str]:
+    """The headline metrics the results declare as measures of the client's data, with values."""
+    declared = merged(r.result for r in rs)
+    return [k for k, d in declared.items() if d.get("client") is not False and d.get("headline", True)
+            and d.get("leak") in ("higher", "lower") and values(rs, k)]
 
 
 def status_of(numbers: Iterable[Shown]) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -100,6 +101,17 @@ def split_row(grid: np.ndarray, count: int, padding: int = 1) -> Images:
     return {k: top[:, padding + k * (tile + padding): padding + k * (tile + padding) + tile] for k in range(count)}
 
 
+Notes = dict[int, str]  # class id -> the words under (or in) its cell
+
+
+@dataclass
+class Row:
+    label: str
+    images: Images
+    notes: Notes = field(default_factory=dict)
+    framed: set[int] = field(default_factory=set)  # the classes the adversary ranks in its top half
+
+
 def inversion_figures(results: list[LoadedResult], out: Path) -> FigureList:
     """One grid per (attack, dataset): the shown victim's class means, then one row per setting."""
     groups: dict[tuple[str, str], list[LoadedResult]] = defaultdict(list)
@@ -110,25 +122,71 @@ def inversion_figures(results: list[LoadedResult], out: Path) -> FigureList:
     for (attack, dataset), members in sorted(groups.items()):
         victim, seed = _shown_victim(members)
         shown = [r for r in members if (r.result.victim, r.result.seed) == (victim, seed)]
-        rows: list[tuple[str, Images]] = []
-        for r in sorted(shown, key=lambda r: (r.run.label, "upper bound" in threat_label(r), threat_label(r),
-                                               r.result.reconstruction)):
-            recon = r.result.reconstruction
-            label = f"{r.run.label}\n{threat_label(r)}" + ("" if recon in ("none", "") else f"\n{recon}")
-            rows.append((label, artifact_images(r, "recon")))
-        count = max((len(images) for _, images in rows), default=0)
-        means = next((m for m in (artifact_images(r, "mean", count) for r in shown) if m), {})
-        if means:
-            rows.insert(0, ("class means (victim's data)", means))
-        if not any(images for _, images in rows):
+        rows = grid_rows(shown)
+        if not any(row.images for row in rows):
             continue
         path = out / f"inversion-{slug(attack, dataset)}.png"
         names = next((r.run.classes for r in shown if r.run.classes), [])
         _draw_grid(rows, path, f"{attack} on {dataset}: victim {victim}, seed {seed}", names)
-        figures.append((path, f"{attack} reconstructions per class on {dataset} (victim client {victim}, "
-                              f"seed {seed}); the top row is the mean training image of each class on the "
-                              "victim, the ground truth the PSNR compares against. Blank: class not held."))
+        figures.append((path, caption(attack, dataset, victim, seed, held_classes(shown))))
     return figures
+
+
+def grid_rows(shown: list[LoadedResult]) -> list[Row]:
+    """The victim's class means ('not held' in the cells of classes it lacks), then one row per setting."""
+    rows: list[Row] = []
+    for r in sorted(shown, key=lambda r: (r.run.label, "upper bound" in threat_label(r), threat_label(r),
+                                           r.result.reconstruction)):
+        recon = r.result.reconstruction
+        label = f"{r.run.label}\n{threat_label(r)}" + ("" if recon in ("none", "") else f"\n{recon}")
+        rows.append(Row(label, artifact_images(r, "recon"), judged(r), ranked_top(r)))
+    count = max((len(row.images) for row in rows), default=0)
+    means = next((m for m in (artifact_images(r, "mean", count) for r in shown) if m), {})
+    held = held_classes(shown)
+    if means:
+        rows.insert(0, Row("class means (victim's data)", means, {} if held is None else
+                           {c: "not held" for c in range(count) if c not in held}))
+    return rows
+
+
+def held_classes(shown: list[LoadedResult]) -> list[int] | None:
+    """The classes the shown victim holds, as its results record them (None if none does)."""
+    for r in shown:
+        held = (r.result.extra.get("inversion") or {}).get("victim_classes")
+        if isinstance(held, list):
+            return [int(c) for c in held]
+    return None
+
+
+def judged(r: LoadedResult) -> Notes:
+    """Under each reconstruction: how firmly the attacked model holds it as its class (the log-odds
+    of its confidence, or the confidence in results without them), and the evaluation classifier's
+    label where it reads another class."""
+    info = r.result.extra.get("inversion") or {}
+    odds, conf, labels = info.get("log_odds"), info.get("confidence"), info.get("eval_labels")
+    firm = [f"log-odds {x:.1f}" for x in odds] if isinstance(odds, list) else \
+        [f"p {x:.2f}" for x in conf] if isinstance(conf, list) else []
+    out: Notes = {}
+    for c, text in enumerate(firm):
+        read = labels[c] if isinstance(labels, list) and c < len(labels) else c
+        out[c] = text + ("" if read == c else f", reads {read}")
+    return out
+
+
+def ranked_top(r: LoadedResult) -> set[int]:
+    mix = (r.result.extra.get("inversion") or {}).get("class_mix")
+    return {int(c) for c in mix.get("top", [])} if isinstance(mix, dict) else set()
+
+
+def caption(attack: str, dataset: str, victim: int, seed: int, held: list[int] | None) -> str:
+    holds = "" if held is None else f" The victim holds classes {', '.join(map(str, held))}."
+    return (f"{attack} reconstructions per class on {dataset} (victim client {victim}, seed {seed}). Top row: the "
+            "mean training image of each class the victim holds, the ground truth the PSNR compares against (a "
+            "grey cell marked 'not held': the victim has no image of that class). Under each reconstruction: "
+            "how firmly the attacked model holds it as its class (the log-odds of its confidence), and the "
+            "evaluation classifier's label where it reads another class; framed in orange: the half of the "
+            "classes held firmest, the adversary's guess of the classes the victim holds more of than the "
+            f"population; a grey cell without a mark: no image was saved.{holds}")
 
 
 def _shown_victim(members: list[LoadedResult]) -> tuple[int, int]:
@@ -137,22 +195,28 @@ def _shown_victim(members: list[LoadedResult]) -> tuple[int, int]:
     return min(counts, key=lambda k: (-counts[k], k))
 
 
-def _draw_grid(rows: list[tuple[str, Images]], path: Path, title: str, names: list[str]) -> None:
-    classes = sorted({c for _, images in rows for c in images})
+def _draw_grid(rows: list[Row], path: Path, title: str, names: list[str]) -> None:
+    classes = sorted({c for row in rows for c in row.images} | {c for row in rows for c in row.notes})
     fig, axes = plt.subplots(len(rows), len(classes), squeeze=False,
-                             figsize=(1.0 * len(classes) + 1.8, 1.05 * len(rows) + 0.5))
-    for i, (label, images) in enumerate(rows):
+                             figsize=(1.0 * len(classes) + 1.8, 1.2 * len(rows) + 0.5))
+    for i, row in enumerate(rows):
         for j, c in enumerate(classes):
             ax = axes[i][j]
             ax.set_xticks([])
             ax.set_yticks([])
-            if c in images:
-                ax.imshow(images[c], cmap="gray", vmin=0, vmax=1, interpolation="nearest")
+            if c in row.images:
+                ax.imshow(row.images[c], cmap="gray", vmin=0, vmax=1, interpolation="nearest")
+                ax.set_xlabel(row.notes.get(c, ""), fontsize=6, labelpad=2)
             else:
                 ax.set_facecolor("#eeeeee")
+                ax.text(0.5, 0.5, row.notes.get(c, ""), fontsize=7, ha="center", va="center",
+                        transform=ax.transAxes)
+            if c in row.framed:
+                for spine in ax.spines.values():
+                    spine.set(edgecolor="#e07000", linewidth=2.5)
             if i == 0:
                 name = names[c] if c < len(names) and names[c] != str(c) else ""
                 ax.set_title(f"{c}: {name[:12]}" if name else f"class {c}", fontsize=7)
-        axes[i][0].set_ylabel(label, fontsize=7, rotation=0, ha="right", va="center")
+        axes[i][0].set_ylabel(row.label, fontsize=7, rotation=0, ha="right", va="center")
     fig.suptitle(title, fontsize=9)
     _save(fig, path)

@@ -5,6 +5,8 @@ bounds, digits) and every result carries the declarations (`AttackResult.metric_
 verdict reads them from the files. Results written before declarations existed have none; for
 those, and for what a declaration does not say (the chance level, the FPR a TPR is read at), a
 small fallback table covers the built-in attacks' headline metrics. A declaration always wins.
+Whether a metric measures this client's data (`Metric.client`, what the risk level counts) is read
+the same way: model inversion's scores of class representatives are not, in old results too.
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ FALLBACK: dict[str, dict[str, Any]] = {
     "tpr_at_1fpr": {**_RATE, "label": "TPR @ 1% FPR", "chance": 0.01, "at_fpr": 0.01},
     "tpr_at_01fpr": {**_RATE, "label": "TPR @ 0.1% FPR", "chance": 0.001, "at_fpr": 0.001},
     "accuracy": {**_RATE, "label": "accuracy"},
-    "attack_accuracy": {**_RATE, "label": "attack accuracy"},
-    "psnr": {"label": "PSNR", "unit": "dB", "scale": 1.0, "leak": "higher", "bounds": (0.0, None), "digits": 2},
+    "attack_accuracy": {**_RATE, "label": "attack accuracy", "client": False},
+    "psnr": {"label": "PSNR", "unit": "dB", "scale": 1.0, "leak": "higher", "bounds": (0.0, None), "digits": 2,
+             "client": False},
 }
 # An attack's headline metrics when its results declare no primary: the first ranks, the second is
 # shown beside it.
@@ -44,6 +47,7 @@ class Reading:
     bounds: tuple[float | None, float | None]
     chance: float | None = None
     at_fpr: float | None = None            # a TPR read at this FPR needs 1/#non-members <= it
+    client: bool = True                    # measures this client's data (`Metric.client`)
 
     @property
     def suffix(self) -> str:
@@ -87,7 +91,7 @@ def reading(key: str, declared: dict[str, dict[str, Any]]) -> Reading:
     bounds = tuple(d.get("bounds") or d.get("range") or (None, None))
     return Reading(key, label, unit, float(d.get("scale") or 1.0), str(leak), int(d.get("digits") or 2),
                    (bounds[0], bounds[1]) if len(bounds) == 2 else (None, None),
-                   _number(d.get("chance")), _number(d.get("at_fpr")))
+                   _number(d.get("chance")), _number(d.get("at_fpr")), d.get("client") is not False)
 
 
 def headlines(attack: str, present: set[str], declared: dict[str, dict[str, Any]]) -> list[str]:

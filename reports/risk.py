@@ -2,15 +2,20 @@
 
 Only realistic adversaries count: an upper bound (the oracle, handed the victim's private
 state on purpose) says how far an attack could go, not what this federation's wire gives away.
+And an attack counts only through what it learns about this client's data (`Claim.client_status`,
+from the metrics declared `client`): its members identified, its images recovered, its class mix
+inferred beyond the population's. A class representative that model inversion rebuilds from a
+model of the whole population says nothing about the client, so it sets no level.
 The levels, highest first, each judged on the lower end of a 95% interval (the leak the data
 supports, not the point estimate):
 - high: a record-level leak: at least `HIGH_SHARE` of a client's training images recovered above
   20 dB, or members found at `HIGH_RATIO` times chance or more at an FPR of 1% or below, or
   a membership AUC of at least `HIGH_AUC`;
-- moderate: any attack's leak is shown (above chance), model inversion's class images included,
-  or a membership score below chance whose sign is flipped (reversed, it finds members);
-- low: every attack's interval holds chance (or lies below it as an artefact of the query
-  sets), each from at least `numbers.FEW` victims;
+- moderate: any measure of the client's data shown above chance (model inversion's: the class
+  mix beyond the population's), or a membership score below chance whose sign is flipped
+  (reversed, it finds members);
+- low: every client measure's interval holds chance (or lies below it as an artefact of the
+  query sets), each from at least `numbers.FEW` victims;
 - undetermined: anything else (too few victims, no interval).
 """
 
@@ -36,19 +41,20 @@ class Risk:
 
 def thresholds() -> str:
     """The levels as the report prints them."""
-    return (f"Risk levels, judged on the lower end of each 95% interval and on realistic adversaries only "
-            f"(not an upper bound): high: at least {HIGH_SHARE:.0%} of a client's training images recovered "
-            f"above 20 dB, or members found at {HIGH_RATIO:g}x chance or more at an FPR of {LOW_FPR:.0%} or "
-            f"below, or a membership AUC of at least {HIGH_AUC:g}; moderate: any attack shown above chance "
-            f"(model inversion's class images included), or a membership score below chance with its sign "
-            f"flipped; low: every attack's interval holds chance, each from at least {FEW} victims; "
-            f"undetermined: anything else.")
+    return (f"Risk levels, judged on the lower end of each 95% interval, on realistic adversaries only "
+            f"(not an upper bound), and on what an attack learns about a client's data (its members, its "
+            f"images, its class mix beyond the population's; not class images any model of the population "
+            f"gives): high: at least {HIGH_SHARE:.0%} of a client's training images recovered above 20 dB, or "
+            f"members found at {HIGH_RATIO:g}x chance or more at an FPR of {LOW_FPR:.0%} or below, or a "
+            f"membership AUC of at least {HIGH_AUC:g}; moderate: any of these measures shown above chance, or "
+            f"a membership score below chance with its sign flipped; low: every such interval holds chance, "
+            f"each from at least {FEW} victims; undetermined: anything else.")
 
 
 def high(claim: Claim) -> bool:
-    if claim.status != "shown":
+    if claim.client_status != "shown":
         return False
-    for s in claim.numbers:
+    for s in (n for n in claim.numbers if n.reading.client):
         low = s.interval.low if s.interval.has_interval else float("nan")
         if s.reading.key == "share_recovered" and low >= HIGH_SHARE:
             return True
@@ -60,12 +66,18 @@ def high(claim: Claim) -> bool:
     return False
 
 
+def counts(claim: Claim) -> bool:
+    """Whether the claim counts toward the level: a realistic adversary's, with a client measure."""
+    return not claim.upper_bound and bool(claim.candidates) and claim.client_status != "none"
+
+
 def risk(claims: list[Claim]) -> Risk:
-    real = [c for c in claims if not c.upper_bound and c.candidates]
+    real = [c for c in claims if counts(c)]
     for c in real:
         if high(c):
             return Risk("high", c)
-    shown = [c for c in real if c.status == "shown" or (c.status == "below chance" and c.why_below == "flipped")]
+    shown = [c for c in real if c.client_status == "shown" or
+             (c.client_status == "below chance" and c.why_below == "flipped")]
     if shown:
         return Risk("moderate", shown[0])
     unsure = [c for c in real if not settled(c)]
@@ -77,6 +89,7 @@ def risk(claims: list[Claim]) -> Risk:
 def settled(claim: Claim) -> bool:
     """Nothing shown, and enough victims to say so: holds chance, or lies below it for a reason
     that is not a leak (an artefact of the query sets)."""
-    enough = bool(claim.numbers) and min(s.interval.n for s in claim.numbers) >= FEW
-    return enough and (claim.status == "not shown" or (claim.status == "below chance" and
-                                                          claim.why_below == "artefact"))
+    about = [s for s in claim.numbers if s.reading.client]
+    enough = bool(about) and min(s.interval.n for s in about) >= FEW
+    return enough and (claim.client_status == "not shown" or (claim.client_status == "below chance" and
+                                                                 claim.why_below == "artefact"))

@@ -11,7 +11,10 @@ data_range=1) between each reconstruction and the victim's mean training image o
 over the classes the victim holds; attack accuracy: the share of those reconstructions an
 evaluation classifier, trained separately on data no client holds, labels as their class.
 The same two numbers over every class (PSNR against the train split's class means) are kept
-as `psnr_all_classes` and `attack_accuracy_all_classes`.
+as `psnr_all_classes` and `attack_accuracy_all_classes`. These say how well class
+representatives are rebuilt, which the population's data gives away as well (`client=False`);
+what the inversion learns about this client is its class mix beyond the population's,
+`class_mix_excess` (`class_mix.py`).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from fedattack import progress
 from fedattack.attacks.base import Adversary, Attack, AuditRole, NotApplicable, Scored
 from fedattack.attacks.data_reconstruction.family import psnr
 from fedattack.attacks.evaluation.truth import GroundTruth
+from fedattack.attacks.model_inversion.class_mix import class_mix, log_odds
 from fedattack.attacks.planning.cost import GRAPH_PEAK, Cost, Workload, cheaper_setting
 from fedattack.options import one_of
 from fedattack.registry import UserError
@@ -35,13 +39,17 @@ from fedattack.target import State, Target
 
 RATE = (0.0, 1.0)
 INVERSION_METRICS = (
-    Metric(key="psnr", label="PSNR", unit="dB", bounds=(0.0, None)),
-    Metric(key="attack_accuracy", label="attack accuracy", unit="%", scale=100.0, bounds=RATE, primary=True),
+    Metric(key="psnr", label="PSNR", unit="dB", bounds=(0.0, None), client=False),
+    Metric(key="attack_accuracy", label="attack accuracy", unit="%", scale=100.0, bounds=RATE, primary=True,
+           client=False),
+    Metric(key="class_mix_excess", label="class mix beyond the population", unit="pp", scale=100.0,
+           bounds=(-1.0, 1.0), chance=0.0),
     Metric(key="eval_classifier_accuracy", label="eval. classifier accuracy", unit="%", scale=100.0,
            bounds=RATE, leak="none"),
-    Metric(key="psnr_all_classes", label="PSNR, all classes", unit="dB", bounds=(0.0, None), headline=False),
+    Metric(key="psnr_all_classes", label="PSNR, all classes", unit="dB", bounds=(0.0, None), headline=False,
+           client=False),
     Metric(key="attack_accuracy_all_classes", label="attack accuracy, all classes", unit="%", scale=100.0,
-           bounds=RATE, headline=False),
+           bounds=RATE, headline=False, client=False),
 )
 
 
@@ -68,6 +76,7 @@ class InversionGuesses:
     images: torch.Tensor  # (classes, C, H, W), one reconstruction per class
     confidence: list[float]  # the model's p_c on each
     steps: list[int]
+    log_odds: list[float]  # log p_c / (1 - p_c), which does not saturate (`class_mix`)
 
 
 class Inversion(Attack):
@@ -136,14 +145,18 @@ class Inversion(Attack):
         all_means = truth.shared.train_class_means
         psnr_held = [psnr(means[c], recs[c]) for c in held]
         psnr_all = [psnr(all_means[c], recs[c]) for c in classes]
+        mix = class_mix(guesses.log_odds, truth.members.class_counts(len(recs)),
+                        truth.shared.evaluation.class_counts(len(recs)))
         metrics = {"psnr": _mean(psnr_held), "attack_accuracy": _mean([float(labels[c] == c) for c in held]),
+                   "class_mix_excess": mix.excess,
                    "eval_classifier_accuracy": clf.accuracy, "psnr_all_classes": _mean(psnr_all),
                    "attack_accuracy_all_classes": _mean([float(labels[c] == c) for c in classes])}
         mean_row = torch.stack([means.get(c, torch.zeros_like(recs[0])) for c in classes])
         extra = {"inversion": {"victim_classes": held, "psnr_per_class": dict(zip(map(str, held), psnr_held)),
                                "eval_labels": labels.tolist(), "confidence": guesses.confidence,
                                "steps": guesses.steps, "eval_classifier_train": clf.train_size,
-                               "eval_classifier_test": clf.test_size}}
+                               "eval_classifier_test": clf.test_size, "log_odds": guesses.log_odds,
+                               "class_mix": mix.to_json()}}
         tensors = {"reconstructions": {"images": recs, "confidence": torch.tensor(guesses.confidence)}}
         return Scored(metrics=metrics, extra=extra, images={"inversion": recs, "class_means": mean_row},
                       tensors=tensors)
@@ -205,8 +218,9 @@ def invert(target: Target, params: State, x0: torch.Tensor, s: InversionSettings
         x = (x - step).clamp(0.0, 1.0)
         steps += active.long()
     with torch.no_grad():
-        conf = target.forward(params, best_x).softmax(1)[classes, classes]
-    return InversionGuesses(best_x, conf.tolist(), steps.tolist())
+        logits = target.forward(params, best_x)
+    conf = logits.softmax(1)[classes, classes]
+    return InversionGuesses(best_x, conf.tolist(), steps.tolist(), log_odds(logits).tolist())
 
 
 def invert_many(target: Target, params: list[State], x0: list[torch.Tensor],
@@ -246,8 +260,10 @@ def invert_many(target: Target, params: list[State], x0: list[torch.Tensor],
         x = (x - step).clamp(0.0, 1.0)
         steps += active.long()
     with torch.no_grad():
-        conf = vmap(target.forward)(stacked, best_x).softmax(2).diagonal(dim1=1, dim2=2)
-    return [InversionGuesses(best_x[v], conf[v].tolist(), steps[v].tolist()) for v in range(len(params))]
+        logits = vmap(target.forward)(stacked, best_x)
+    conf = logits.softmax(2).diagonal(dim1=1, dim2=2)
+    return [InversionGuesses(best_x[v], conf[v].tolist(), steps[v].tolist(), log_odds(logits[v]).tolist())
+            for v in range(len(params))]
 
 
 def _mean(values: list[float]) -> float:

@@ -36,9 +36,11 @@ def test_honest_and_active_lines_are_apart_each_with_its_risk() -> None:
     found = results(None, 0.50) + results(IMPRINT, 0.90)
     ((head, lines, bound),) = blocks(build_claims(found), found)
     assert "risk **low** against passive adversaries" in head
-    assert "risk **high**, set by the server's membership inference against an active server: imprint(isolate=True)" \
-        in head
-    assert len(lines) == 2 and not bound
+    assert "risk **high**, set by the server's membership inference (fedmia) against an active server: " \
+           "imprint(isolate=True)" in head
+    assert "Act on: the server's membership inference (fedmia) ranks members above non-members (AUC 0.90" in head
+    assert len(lines) == 3 and not bound
+    assert lines[2].startswith("Not attempted: not recorded")  # no plan.json beside these results
     assert lines[0].startswith("**server** (sees every uplink")
     assert "learns nothing detectable about membership" in lines[0]
     assert lines[1].startswith("*Active server: imprint(isolate=True)*: **server**")

@@ -5,8 +5,11 @@ defended twins, active servers).
 Checked on every set:
 - each compared method lands in exactly one category, and its sentences use that category's
   phrase and no other's; the lead names it under that category only;
-- each absolute claim's sentence uses its status's words and no other status's;
-- the risk level agrees with the claims (a shown leak is never "low"; "low" has nothing shown);
+- each absolute claim's sentence uses its status's words and no other status's (model inversion's:
+  its client status's words about the class mix, and its class images said to be the population's
+  unless the class mix is shown);
+- the risk level agrees with the claims' client measures (one shown is never "low"; "low" has none
+  shown; a claim with no client measure sets no level);
 - where a claim and a comparison speak of the same attack, they hold the same interval, and the
   comparison's chance flag agrees with the claim's reading of it;
 - a defence's effect says "lowers" / "raises" / "does not detectably change" as its interval does;
@@ -34,9 +37,8 @@ from tests.reports.verdict_sets import result_set
 SETS = 1000
 OPEN, CLOSE = "\u27e6", "\u27e7"  # marks around every number `numbers.shown` renders
 N_MARK = re.compile(r"\b\d+ (victims?|victim-seed pairs?|seeds?|runs?)\b")
-STATUS_WORDS = {"shown": ("identifies", "ranks members above", "recovers ", "rebuilds recognisable", "(above chance)"),
-                "not shown": ("learns nothing detectable", "recovers no training image", "rebuilds nothing",
-                              "(holds chance)"),
+STATUS_WORDS = {"shown": ("identifies", "ranks members above", "recovers ", "(above chance)"),
+                "not shown": ("learns nothing detectable", "recovers no training image", "(holds chance)"),
                 "below chance": ("ranks members below", "finds fewer members than chance", "(below chance)"),
                 "undetermined": ("cannot be judged",), "unjudged": ("no chance level to judge by",)}
 ALLOWED = [r"≤\d+(\.\d+)?% false positives", r"\d+(\.\d+)?x chance", r"chance \(?\d+(\.\d+)?%?", r"above 20 dB",
@@ -68,11 +70,32 @@ def check_numbers(line: str) -> None:
         assert not re.search(r"\d+\.\d+|\d+%", bare), f"a number outside the rule: {bare!r} in {piece!r}"
 
 
+CLASS_MIX_WORDS = {"shown": "infers which classes the victim holds more of", "not shown": "infers nothing of the "
+                   "victim's class mix", "below chance": "ranks the victim's classes below",
+                   "undetermined": "cannot be judged on the victim's class mix"}
+POPULATION = "what any model of the population gives"
+
+
+def check_inversion(c: Claim, text: str) -> None:
+    """Model inversion speaks of the class mix by its client status, and never lets class images
+    that are the population's read as a finding about the client."""
+    if c.client_status == "none":
+        assert "hold no measure of this client's data" in text and POPULATION in text, text
+        return
+    said = [s for s, w in CLASS_MIX_WORDS.items() if w in text]
+    assert said == [c.client_status if c.client_status in CLASS_MIX_WORDS else "undetermined"], (said, text)
+    acc = next(s for s in c.numbers if s.reading.key == "attack_accuracy")
+    assert (POPULATION in text) == (c.client_status != "shown" and side(acc) == "above"), text
+
+
 def check_claim(c: Claim) -> None:
     text = sentence(c)
     check_numbers(text)
     if c.chosen is None:
         assert "not applicable to any" in text
+        return
+    if c.family.key == "attack_accuracy":
+        check_inversion(c, text)
         return
     mine = STATUS_WORDS[c.status]
     assert any(w in text for w in mine), f"{c.status}: {text}"
@@ -87,11 +110,12 @@ def check_risk(claims: list[Claim]) -> None:
     for c in claims:
         by.setdefault((c.data, c.federation, c.adversary), []).append(c)
     for group in by.values():
-        level = risk(group).level
-        shown = any(c.status == "shown" and not c.upper_bound for c in group)
-        assert not (shown and level in ("low", "undetermined")), (level, [c.status for c in group])
-        judged = [c for c in group if not c.upper_bound and c.chosen is not None]
-        assert level != "low" or (judged and all(c.status in ("not shown", "below chance") for c in judged))
+        r = risk(group)
+        shown = any(c.client_status == "shown" and not c.upper_bound for c in group)
+        assert not (shown and r.level in ("low", "undetermined")), (r.level, [c.client_status for c in group])
+        judged = [c for c in group if not c.upper_bound and c.chosen is not None and c.client_status != "none"]
+        assert r.level != "low" or (judged and all(c.client_status in ("not shown", "below chance") for c in judged))
+        assert r.because is None or r.because.client_status != "none", "a claim with no client measure set a level"
 
 
 def check_comparison(groups: list[Group], claims: list[Claim]) -> None:

@@ -79,11 +79,14 @@ def reconstruction(rng: np.random.Generator, mode: str) -> tuple[dict[str, float
 
 
 def inversion(rng: np.random.Generator, mode: str) -> tuple[dict[str, float], dict[str, Any]]:
+    """Now and then a result from before the class-mix measure (no `class_mix_excess`)."""
     classes = int(rng.integers(1, 4))
     acc = round(draw(rng, mode, 0.0, 1.0) * classes) / classes
-    return ({"attack_accuracy": acc, "psnr": draw(rng, mode, 8, 14), "eval_classifier_accuracy": 0.86},
-            {"extra": {"inversion": {"victim_classes": list(range(classes)), "eval_labels": list(range(10)),
-                                     "eval_classifier_test": 21}}})
+    metrics = {"attack_accuracy": acc, "psnr": draw(rng, mode, 8, 14), "eval_classifier_accuracy": 0.86}
+    if rng.random() < 0.8:
+        metrics["class_mix_excess"] = draw(rng, mode, -0.3, 0.6)
+    return (metrics, {"extra": {"inversion": {"victim_classes": list(range(classes)), "eval_labels": list(range(10)),
+                                              "eval_classifier_test": 21}}})
 
 
 MAKERS = {"membership": membership, "reconstruction": reconstruction, "inversion": inversion}

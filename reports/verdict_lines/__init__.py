@@ -1,0 +1,1 @@
+"""The verdict's lines, one kind of adversary or finding per file (see `base.py`)."""
