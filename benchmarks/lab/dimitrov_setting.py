@@ -24,12 +24,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]  # the scripts it builds on, beside it or in benchmarks/
-from inversion_cnn import EXPERIMENTS, attack, federation  # noqa: E402  (sibling scripts)
-from update_inversion_curve import bootstrap, share  # noqa: E402
+# (numpy and the sibling scripts are imported where used: a render module's top stays standard
+# library, so rebuilding every docs table stays fast, benchmarks/lab/evidence.py)
 
 SETTINGS = {"dimitrov-mnist": "MNIST", "dimitrov-fmnist": "Fashion-MNIST"}
 TUNING, HELD_OUT = (0,), tuple(range(1, 11))
@@ -53,6 +51,9 @@ def render(evidence: dict[str, Any], tuning: bool = False) -> str:
     """The page's table from the evidence: per dataset, the held-out victims' share of images
     above 20 dB with its 95% percentile bootstrap interval over victims, each victim's share,
     the mean PSNR of the matched images and the share of labels counted right."""
+    import numpy as np
+    from update_inversion_curve import bootstrap, share
+
     lines = ["| dataset | victims | recovered > 20 dB (95% CI over victims) | per victim (%) | PSNR mean | labels |",
              "|---|---|---|---|---|---|"]
     for dataset in dict.fromkeys(r["dataset"] for r in evidence["rows"]):
@@ -94,6 +95,7 @@ def main() -> None:
     args = parser.parse_args()
     held_out = HELD_OUT[:args.victims]
     if not args.tabulate:
+        from inversion_cnn import EXPERIMENTS, attack, federation
         runs = {name: federation(args.work, name, EXPERIMENTS[name]) for name in SETTINGS if args.only in (None, name)}
         for victim in held_out + TUNING:
             for name, run in runs.items():
