@@ -20,17 +20,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]  # the scripts it builds on, beside it or in benchmarks/
-from inversion_cnn import EXPERIMENTS, attack, federation  # noqa: E402  (sibling scripts)
-from update_inversion_curve import bootstrap, share  # noqa: E402
+# (numpy and the sibling scripts are imported where used: a render module's top stays standard
+# library, so rebuilding every docs table stays fast, benchmarks/lab/evidence.py)
 
 SETTINGS = {"dimitrov-mnist": "MNIST", "dimitrov-fmnist": "Fashion-MNIST"}
 TUNING, HELD_OUT = (0,), tuple(range(1, 11))
@@ -54,6 +51,9 @@ def render(evidence: dict[str, Any], tuning: bool = False) -> str:
     """The page's table from the evidence: per dataset, the held-out victims' share of images
     above 20 dB with its 95% percentile bootstrap interval over victims, each victim's share,
     the mean PSNR of the matched images and the share of labels counted right."""
+    import numpy as np
+    from update_inversion_curve import bootstrap, share
+
     lines = ["| dataset | victims | recovered > 20 dB (95% CI over victims) | per victim (%) | PSNR mean | labels |",
              "|---|---|---|---|---|---|"]
     for dataset in dict.fromkeys(r["dataset"] for r in evidence["rows"]):
@@ -70,10 +70,18 @@ def render(evidence: dict[str, Any], tuning: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
-def commit() -> str:
-    here = Path(__file__).resolve().parents[2]
-    return subprocess.run(["git", "-C", str(here), "rev-parse", "--short", "HEAD"], capture_output=True,
-                          text=True).stdout.strip()
+def provenance(work: Path) -> dict[str, Any]:
+    """Which executor and commit trained each federation, and the commits that attacked it."""
+    out: dict[str, Any] = {}
+    for name in SETTINGS:
+        manifest = work / "runs" / name / "federation.json"
+        if manifest.is_file():
+            m = json.loads(manifest.read_text())
+            attacked = {json.loads(r.read_text())["extra"]["software"].get("commit")
+                        for r in (work / "results" / name).glob("victim*/*victim*.json")}
+            out[name] = {"executor": m["spec"]["executor"], "trained_at": m["versions"].get("commit"),
+                         "attacked_at": sorted(c for c in attacked if c)}
+    return out
 
 
 def main() -> None:
@@ -83,20 +91,21 @@ def main() -> None:
     parser.add_argument("--victims", type=int, default=len(HELD_OUT), help="held-out victims a dataset (1-10)")
     parser.add_argument("--only", choices=list(SETTINGS), help="attack this experiment's victims only (to run the "
                         "two side by side, one process each); the evidence is written from every result found")
+    parser.add_argument("--tabulate", action="store_true", help="only write the evidence of the results found")
     args = parser.parse_args()
-    runs = {name: federation(args.work, name, EXPERIMENTS[name]) for name in SETTINGS if args.only in (None, name)}
     held_out = HELD_OUT[:args.victims]
-    for victim in held_out + TUNING:
-        for name, run in runs.items():
-            attack(run, args.work / "results" / name / f"victim{victim}", EXPERIMENTS[name], (victim,))
+    if not args.tabulate:
+        from inversion_cnn import EXPERIMENTS, attack, federation
+        runs = {name: federation(args.work, name, EXPERIMENTS[name]) for name in SETTINGS if args.only in (None, name)}
+        for victim in held_out + TUNING:
+            for name, run in runs.items():
+                attack(run, args.work / "results" / name / f"victim{victim}", EXPERIMENTS[name], (victim,))
     rows = [row for name, dataset in SETTINGS.items()
             for folder in sorted((args.work / "results" / name).glob("victim*"), key=lambda f: int(f.name[6:]))
             for row in victim_rows(folder, name, dataset)]
-    executors = sorted({json.loads((args.work / "runs" / name / "federation.json").read_text())["spec"]["executor"]
-                        for name in SETTINGS if (args.work / "runs" / name).is_dir()})
-    evidence = {"render": "benchmarks/lab/dimitrov_setting.py:render", "commit": commit(), "executor": executors,
-                "command": f"python benchmarks/lab/dimitrov_setting.py --victims {args.victims}",
-                "victims": {"tuning": list(TUNING), "held_out": list(held_out)},
+    evidence = {"render": "benchmarks/lab/dimitrov_setting.py:render", "federations": provenance(args.work),
+                "command": "python benchmarks/lab/dimitrov_setting.py",
+                "victims": {"tuning": list(TUNING), "held_out": sorted({r["victim"] for r in rows} - set(TUNING))},
                 "rows": sorted(rows, key=lambda r: (list(SETTINGS).index(r["experiment"]), r["victim"]))}
     args.evidence.parent.mkdir(parents=True, exist_ok=True)
     args.evidence.write_text(json.dumps(evidence, indent=1) + "\n")

@@ -26,7 +26,9 @@ fast.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
+import io
 import json
 import re
 import sys
@@ -46,6 +48,7 @@ FENCE = re.compile(r"^ {0,3}(```|~~~)")
 HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 SEPARATOR = re.compile(r"^\|(\s*:?-{3,}:?\s*\|)+\s*$")
 RENDER = re.compile(r"^(?!/)([\w./-]+\.py):([A-Za-z_]\w*)$")
+LAB = ROOT / "benchmarks" / "lab"  # where render functions live: the lab scripts that wrote the evidence
 
 
 class EvidenceError(Exception):
@@ -173,7 +176,11 @@ def load(block: Block) -> dict[str, Any]:
     if not block.evidence.is_file():
         raise EvidenceError(f"{block.where}: no evidence file {rel(block.evidence)} for block "
                             f"{block.key}; run the experiment script that writes it")
-    data = json.loads(block.evidence.read_text(encoding="utf-8"))
+    try:
+        data = json.loads(block.evidence.read_text(encoding="utf-8"))
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, bad UTF-8, nested too deeply
+        raise EvidenceError(f"{rel(block.evidence)}: not valid JSON ({str(exc)[:120]}); re-run the script "
+                            "that writes it") from None
     if not isinstance(data, dict) or not isinstance(data.get("render"), str):
         raise EvidenceError(f"{rel(block.evidence)}: needs a top-level \"render\": "
                             "\"<path>.py:<function>\"")
@@ -188,6 +195,9 @@ def renderer(spec: str, root: Path = ROOT) -> Callable[[dict[str, Any]], str]:
     path = (root / m.group(1)).resolve()
     if not path.is_relative_to(root) or not path.is_file():
         raise EvidenceError(f"render {spec!r}: {m.group(1)} is not a file of the repository")
+    if path.parent != (root / LAB.relative_to(ROOT)).resolve():
+        raise EvidenceError(f"render {spec!r}: {m.group(1)} is not a lab script; a render function is one of "
+                            "benchmarks/lab/<script>.py, beside the experiment that wrote the evidence")
     name = "evidence_render_" + re.sub(r"\W", "_", path.relative_to(root).with_suffix("").as_posix())
     module = sys.modules.get(name)
     if module is None:
@@ -195,7 +205,12 @@ def renderer(spec: str, root: Path = ROOT) -> Callable[[dict[str, Any]], str]:
         assert loaded is not None and loaded.loader is not None
         module = importlib.util.module_from_spec(loaded)
         sys.modules[name] = module
-        loaded.loader.exec_module(module)
+        try:
+            loaded.loader.exec_module(module)
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - a script that does not import: one line
+            del sys.modules[name]
+            raise EvidenceError(f"render {spec!r}: {m.group(1)} does not import ({type(exc).__name__}: "
+                                f"{str(exc)[:120]})") from None
     function = getattr(module, m.group(2), None)
     if not callable(function):
         raise EvidenceError(f"render {spec!r}: {m.group(1)} has no function {m.group(2)}")
@@ -204,7 +219,14 @@ def renderer(spec: str, root: Path = ROOT) -> Callable[[dict[str, Any]], str]:
 
 def rendered(block: Block) -> str:
     data = load(block)
-    text = renderer(data["render"])(data)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            text = renderer(data["render"])(data)  # what a render function prints is not the page
+    except EvidenceError:
+        raise
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - evidence its function cannot read: one line
+        raise EvidenceError(f"{rel(block.evidence)}: {data['render']} cannot render it ({type(exc).__name__}: "
+                            f"{str(exc)[:120]})") from None
     if not isinstance(text, str):
         raise EvidenceError(f"{data['render']} returned {type(text).__name__}, not the table's Markdown")
     return text.strip("\n")
@@ -229,16 +251,19 @@ def every_block(docs: Path = DOCS) -> list[Block]:
 
 
 def write(docs: Path = DOCS) -> list[str]:
-    """Rewrite every block from its evidence; returns the blocks changed."""
-    changed = []
+    """Rewrite every block from its evidence; returns the blocks changed. Every table is rendered
+    before any page is written, so evidence that cannot be rendered leaves every page as it was."""
+    changed, texts = [], {}
     for page in pages(docs):
         lines = page.read_text(encoding="utf-8").splitlines()
-        mine = [b for b in reversed(blocks(page, docs)) if rendered(b) != b.body]
-        for block in mine:
-            lines[block.line:block.end - 1] = rendered(block).splitlines()
+        mine = [(b, text) for b in reversed(blocks(page, docs)) if (text := rendered(b)) != b.body]
+        for block, text in mine:
+            lines[block.line:block.end - 1] = text.splitlines()
             changed.append(block.key)
         if mine:
-            page.write_text("\n".join(lines) + "\n", encoding="utf-8")
+            texts[page] = "\n".join(lines) + "\n"
+    for page, text in texts.items():
+        page.write_text(text, encoding="utf-8")
     return changed
 
 
@@ -294,6 +319,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--write", action="store_true", help="rewrite every marked table from its evidence")
     parser.add_argument("--missing", action="store_true", help="list every table of docs/ without evidence")
     args = parser.parse_args(argv)
+    try:
+        return run(args)
+    except EvidenceError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def run(args: argparse.Namespace) -> int:
     if args.missing:
         bare = [t for page in pages() for t in tables(page) if not t.marked]
         for t in bare:
