@@ -181,6 +181,8 @@ def _evaluate_into(fed: Federation, spec: EvaluationSpec, out: Path, data_root: 
         written = finish_deferred(pending, spec.seed, plan)
     written += select_strongest(written, out)
     plan.save(out / "plan.json")
+    if outcome := plan.outcome():  # measured against planned, beside the plan printed before
+        echo(outcome)
     write_summary(out / "summary.json", written)
     return written
 

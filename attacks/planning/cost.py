@@ -40,7 +40,10 @@ class Probe:
     whatever the batch (parameter-sized tensors). sim_step_seconds / sim_step_bytes: one step of
     update inversion's simulated local run at the recipe's batch size, its share of the outer
     backward included, and what its graph holds until that backward. inversion_step_seconds:
-    one step of model inversion, every class's image at once."""
+    one step of model inversion, every class's image at once. Each is the time on CPUs free for
+    the evaluation; threads: the torch threads it was measured with (the evaluation's);
+    slowdown: how much longer the probe's runs took on the wall clock than that, on the machine
+    as it was (1.0: free cores), and load: the 1-minute load average then, per core."""
 
     params: int
     step_seconds: float
@@ -57,6 +60,9 @@ class Probe:
     sim_step_bytes: int
     inversion_step_seconds: float
     input_numel: int
+    threads: int = 1
+    slowdown: float = 1.0
+    load: float | None = None
 
     @property
     def param_bytes(self) -> int:

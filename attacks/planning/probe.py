@@ -8,12 +8,16 @@ distinct tensors autograd saves for the backward (`torch.autograd.graph.saved_te
 at two batch sizes, so what grows per image separates from what a step holds whatever its batch.
 Timings take the fastest of a few repeats (the machine's noise only ever adds), each the fewer
 of its wall and CPU seconds: the plan is the time on CPUs free for the evaluation, whatever else
-the machine runs while it is made. A probe takes about a second on the papers' models.
+the machine runs while it is made. The same runs' wall clock says how busy the machine is now
+(`Probe.slowdown`: their fastest wall seconds over those free-CPU seconds, beside the load
+average), so the plan can say what to expect at the present load. A probe runs with the torch
+threads the evaluation has set, and records them. It takes about a second on the papers' models.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Callable
 from functools import partial
@@ -36,8 +40,16 @@ MOST_IMAGES = 512
 TRAINING_IMAGES = 500
 
 
+class _Clock:
+    """The probe's timings summed: free-CPU seconds and wall seconds (`Probe.slowdown`)."""
+
+    free = 0.0
+    wall = 0.0
+
+
 def measure(target: Target, executor: str = "sequential", seed: int = 0) -> Probe:
     """The unit costs of `target`'s model (see the module docstring)."""
+    _Clock.free = _Clock.wall = 0.0
     gen = generator(seed, "probe")
     server = target.init_server(gen)
     params = {k: v.detach().float() for k, v in target.deployed(server, target.init_private(0, server, gen)).items()
@@ -55,18 +67,22 @@ def measure(target: Target, executor: str = "sequential", seed: int = 0) -> Prob
                  grad_fixed_seconds=grad_fixed_s, grad_bytes=grad_b, second_seconds=second_s,
                  second_fixed_seconds=second_fixed_s, second_bytes=second_b, second_fixed_bytes=fixed_b,
                  sim_step_seconds=sim_s, sim_step_bytes=sim_b, inversion_step_seconds=inversion_s,
-                 input_numel=math.prod(shape))
+                 input_numel=math.prod(shape), threads=torch.get_num_threads(),
+                 slowdown=max(1.0, _Clock.wall / _Clock.free) if _Clock.free > 0 else 1.0,
+                 load=os.getloadavg()[0] / (os.cpu_count() or 1) if hasattr(os, "getloadavg") else None)
 
 
 def _fastest(fn: Callable[[], Any], repeats: int = REPEATS) -> float:
     """The run's time on this machine's CPUs when they are free for it: the fewer of its wall and
     its CPU seconds (a loaded machine stretches the wall time, several threads the CPU time),
     the least over a few runs."""
-    best = float("inf")
+    best = wall = float("inf")
     for _ in range(repeats):
         started, cpu = time.perf_counter(), time.process_time()
         fn()
-        best = min(best, time.perf_counter() - started, time.process_time() - cpu)
+        took = time.perf_counter() - started
+        best, wall = min(best, took, time.process_time() - cpu), min(wall, took)
+    _Clock.free, _Clock.wall = _Clock.free + best, _Clock.wall + wall
     return best
 
 
