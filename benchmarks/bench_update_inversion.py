@@ -35,7 +35,7 @@ from fedattack.attacks.evaluation.data import Samples
 from fedattack.attacks.hidden_parts.base import RECONSTRUCTIONS, Reconstructed, Reconstructor
 from fedattack.attacks.data_reconstruction.image_metrics import score_images
 from fedattack.attacks.data_reconstruction.local_run import LocalRecipe, simulate_local_run
-from fedattack.attacks.view import Knowledge, Observation, View
+from fedattack.attacks.view import Knowledge, Observation, View, Wire
 from fedattack.data import load_dataset
 from fedattack.registry import ATTACKS, TARGETS
 from fedattack.target import Recipe, State, Target, TargetContext, initial_weights
@@ -69,7 +69,7 @@ def eavesdropper(target: Target, down: State, up: State, n: int, aux: Samples) -
     unlabelled = Samples(aux.x, torch.full_like(aux.y, -1))
     knowledge = Knowledge(aux=unlabelled, queries=unlabelled, victim_size=n, victim_class_counts=[],
                           labels_known=False)
-    view = View("eavesdropper", 0, target, (), SimpleNamespace(index=[], load=lambda **_: []))
+    view = View("eavesdropper", 0, target, Wire(SimpleNamespace(index=[], load=lambda **_: []), ()))
     strategy = RECONSTRUCTIONS.get("decoded")()
     return Adversary(view, knowledge, Observation(1, down, up), Reconstructed("decoded", dict(up)),
                      Reconstructor(strategy, target, knowledge, 0, 0))

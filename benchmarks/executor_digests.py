@@ -12,9 +12,11 @@ Python threads follow the thread count), and digests everything the federation p
 recorded message (round, sender, receiver, kind, samples, each tensor's name, dtype, shape and
 bytes), the server's final state, every client's private state and every evaluation's
 accuracies. The cases cover every registered method on the digits MLP (the MLP step, the vmap
-path, the sequential fallback), FedAvg and FedProx on a CNN (the grouped-convolution step),
-WAFFLe's recipes on an MLP (its hand-written and compiled steps, SGD and Adam), and the
-built-in defences around FedAvg and WAFFLe.
+path, the sequential fallback), FedAvg and FedProx on every registered model (the
+grouped-convolution step on each CNN, average-pooled ones included, and the generic path of a
+model no kernel computes; on the digits where the model takes 8x8 images, else MNIST, else
+CIFAR-10), WAFFLe's recipes on an MLP (its hand-written and compiled steps, SGD and Adam), and
+the built-in defences around FedAvg and WAFFLe.
 
 Float32 bits depend on the CPU (instruction set, vendor) and on torch's version, so digests
 compare only with digests made on the same machine with the same software: the file records
@@ -24,7 +26,6 @@ both, and `--compare` refuses a file from elsewhere.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import hashlib
 import json
 import platform
@@ -40,17 +41,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fedattack.data import load_dataset  # noqa: E402
 from fedattack.data.partition import make_partition  # noqa: E402
+from fedattack.defences.base import DEFENCES  # noqa: E402
 from fedattack.federation.executors import EXECUTORS, make_executor  # noqa: E402
 from fedattack.federation.loop import RoundLoop, client_data  # noqa: E402
 from fedattack.federation.spec import FederationSpec  # noqa: E402
 from fedattack.federation.train import build_target  # noqa: E402
-from fedattack.registry import TARGETS, UserError  # noqa: E402
+from fedattack.models import build_model  # noqa: E402
+from fedattack.registry import MODELS, TARGETS, UserError  # noqa: E402
 from fedattack.target import Recipe  # noqa: E402
 
 DIGITS = dict(dataset="digits", model="digits-mlp", num_clients=20, fraction=1.0, rounds=2,
               recipe=Recipe(epochs=2, batch_size=10, lr=0.1))
 MNIST = dict(dataset="mnist", num_clients=100, fraction=0.2, rounds=2,
              recipe=Recipe(epochs=1, batch_size=10, lr=0.04))
+CIFAR = {**MNIST, "dataset": "cifar10", "recipe": Recipe(epochs=1, batch_size=10, lr=0.02)}
+SHAPES = (((1, 8, 8), DIGITS), ((1, 28, 28), MNIST), ((3, 32, 32), CIFAR))  # the first one a model takes
 WAFFLE_MNIST = {**MNIST, "recipe": Recipe(epochs=2, batch_size=20, lr=0.04)}  # ibp-wf fine-tunes 1 of E
 WAFFLE_RECIPES = {
     "literal": {},
@@ -59,12 +64,12 @@ WAFFLE_RECIPES = {
     "personal": {"recipe": "personal"},
     "personal-round-clock": {"recipe": "personal", "temperature_clock": "round", "finetune_epochs": 1},
 }
-DEFENCES = {
-    "clip": [{"name": "clip", "settings": {"max_norm": 0.5}}],
-    "dp-fedavg-client": [{"name": "dp-fedavg", "settings": {"noise": "client", "noise_multiplier": 0.3}}],
-    "compression": [{"name": "compression", "settings": {"top_k": 0.2, "bits": 4}}],
-    "dp-sgd": [{"name": "dp-sgd", "settings": {"noise_multiplier": 0.3}}],
-    "secure-aggregation": [{"name": "secure-aggregation", "settings": {}}],
+DEFENCE_SETTINGS = {  # the cases' settings where a defence's defaults would make it trivial; every
+    "clip": ("clip", {"max_norm": 0.5}),  # registered defence gets a case, with its defaults if not here
+    "dp-fedavg-client": ("dp-fedavg", {"noise": "client", "noise_multiplier": 0.3}),
+    "compression": ("compression", {"top_k": 0.2, "bits": 4}),
+    "dp-sgd": ("dp-sgd", {"noise_multiplier": 0.3}),
+    "secure-aggregation": ("secure-aggregation", {}),
 }
 
 
@@ -75,14 +80,34 @@ def cases() -> dict[str, dict[str, Any]]:
         out[f"{method}/digits-mlp"] = {**DIGITS, "method": method}
     for method in ("fedavg", "fedprox"):
         out[f"{method}/fmnist-cnn"] = {**MNIST, "method": method, "model": "fmnist-cnn", "fraction": 0.1}
+        for model in MODELS.names():
+            out.setdefault(f"{method}/{model}", {**setting_for(model), "method": method, "model": model})
     for name, hyper in WAFFLE_RECIPES.items():
         out[f"waffle-ibp:{name}/mnist-mlp"] = {**WAFFLE_MNIST, "method": "waffle-ibp", "model": "mnist-mlp",
                                                "hyper": hyper}
-    for name, defences in DEFENCES.items():
+    for name, defences in defence_cases().items():
         out[f"fedavg+{name}/digits-mlp"] = {**DIGITS, "method": "fedavg", "defences": defences}
         out[f"waffle-ibp+{name}/mnist-mlp"] = {**WAFFLE_MNIST, "method": "waffle-ibp", "model": "mnist-mlp",
                                                "defences": defences}
     return out
+
+
+def defence_cases() -> dict[str, list[dict[str, Any]]]:
+    """A case name and its defences for every registered defence (`DEFENCE_SETTINGS`' where given)."""
+    named = {case: [{"name": name, "settings": settings}] for case, (name, settings) in DEFENCE_SETTINGS.items()}
+    covered = {name for name, _ in DEFENCE_SETTINGS.values()}
+    return {**named, **{name: [{"name": name, "settings": {}}] for name in DEFENCES.names() if name not in covered}}
+
+
+def setting_for(model: str) -> dict[str, Any]:
+    """The smallest of the cases' datasets whose images the model can be built for."""
+    for shape, base in SHAPES:
+        try:
+            build_model(model, shape, 10)
+        except (UserError, RuntimeError, ValueError):
+            continue
+        return {**base, "fraction": 0.1} if base is not DIGITS else dict(base)
+    raise SystemExit(f"model {model} builds for none of {[s for s, _ in SHAPES]}; add a setting for it")
 
 
 @cache
@@ -175,7 +200,8 @@ def main() -> None:
                 if args.out:  # as it goes, so an interrupted run keeps what it made
                     Path(args.out).write_text(json.dumps({"machine": here, "digests": digests}, indent=1) + "\n")
     if before is not None:
-        missing = sorted(set(before["digests"]) - set(digests)) if not (args.only or args.executors or args.skip) else []
+        whole = not (args.only or args.executors or args.skip)
+        missing = sorted(set(before["digests"]) - set(digests)) if whole else []
         print(f"{len(digests)} compared: {mismatches} different, {len(missing)} missing")
         if mismatches or missing:
             raise SystemExit(1)

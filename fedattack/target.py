@@ -221,6 +221,16 @@ class Target:
         shapes = self.param_shapes()
         return WireSchema(downlink=shapes, uplink=shapes)
 
+    def downlink_weights(self) -> tuple[str, ...]:
+        """The downlink tensors that are the model a client trains from: what a client's check of
+        the model it receives may judge by their values (`downlink-check`: all zeros, rows turned
+        away from the last ones). The rest of the downlink is the protocol's state, legitimately
+        any value (SCAFFOLD's and WAFFLE's control variates c, zero until a round moves them;
+        WAFFLE's zero-weight flag), and only its names and shapes are the method's to fix. By
+        default the downlink tensors under the model's parameter names."""
+        down = self.wire_schema().downlink
+        return tuple(n for n in self.param_names if n in down)
+
     # -- what the wire means (read by attacks) ---------------------------------------------
     def decode(self, down: Payload | None, up: Payload) -> State | None:
         """The client's trained parameters that crossed the wire, from one round's messages.

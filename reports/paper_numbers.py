@@ -5,10 +5,13 @@ names and display units (percent; PSNR in dB; variance in percent squared), meth
 registry ids, partitions our partitioner names. These are references to compare against,
 never targets: nothing in fedattack reads them except the report.
 
-Sources (../shared/papers): WAFFLe tables 1-3 as numbered in the ICLR 2021 submission (000;
-the IEEE Access version 003 swaps tables 1 and 2), table 4 from the IEEE Access version (003)
-only. WAFFLE table 1 from 001/002; its CIFAR-10 half prints fractions with a percent sign
-("0.771%"), read here as 77.1 %, and has no standard deviations (one seed).
+Sources (../shared/papers): WAFFLe's tables are numbered as in its IEEE Access 2022 version
+(003), the one the docs cite and the only one with Table 4: Table 1 is the multimodal
+sub-populations, Table 2 the local test accuracy for Z = 2 (the ICLR 2021 submission, 000,
+numbers these two the other way round; each title says both), Table 3 membership inference
+(the same number in both), Table 4 model inversion. WAFFLE table 1 from 001/002; its CIFAR-10
+half prints fractions with a percent sign ("0.771%"), read here as 77.1 %, and has no standard
+deviations (one seed).
 """
 
 from __future__ import annotations
@@ -68,11 +71,12 @@ def lookup(key: str) -> tuple[PaperTable, list[PaperNumber]]:
 
 
 def _waffle_ibp() -> None:
-    t1, t2 = "waffle-ibp:table1", "waffle-ibp:table2"
-    table(t1, "WAFFLe Table 1: local test accuracy for Z = 2", "utility", ("mean",),
-          "000_b57e2276bb00c64e.txt Table 1 (= 003 Table 2)")
-    table(t2, "WAFFLe Table 2: sub-population local test performance (multimodal)", "utility",
-          ("majority", "minority", "gap", "variance"), "000_b57e2276bb00c64e.txt Table 2 (= 003 Table 1)")
+    t2, t1 = "waffle-ibp:table2", "waffle-ibp:table1"  # local accuracy, sub-populations (IEEE Access numbers)
+    table(t2, "WAFFLe Table 2 (IEEE Access 2022; Table 1 of the ICLR 2021 submission): local test accuracy "
+          "for Z = 2", "utility", ("mean",), "003_0ae5b1962c37745a.txt Table 2 (= 000 Table 1)")
+    table(t1, "WAFFLe Table 1 (IEEE Access 2022; Table 2 of the ICLR 2021 submission): sub-population local "
+          "test performance (multimodal)", "utility", ("majority", "minority", "gap", "variance"),
+          "003_0ae5b1962c37745a.txt Table 1 (= 000 Table 2)")
     local = {  # dataset -> method -> (unimodal, multimodal), mean ± std
         "mnist": {"fedavg": ((94.46, .84), (91.57, 1.42)), "fedprox": ((94.44, 1.15), (91.53, 1.05)),
                   "qffl": ((91.46, 1.07), (88.42, 1.24)), "waffle-ibp": ((96.23, .31), (95.41, .36))},
@@ -83,8 +87,8 @@ def _waffle_ibp() -> None:
     }
     for dataset, methods in local.items():
         for method, (uni, multi) in methods.items():
-            numbers(t1, dataset, "shards", method, {"mean": uni})
-            numbers(t1, dataset, "multimodal", method, {"mean": multi})
+            numbers(t2, dataset, "shards", method, {"mean": uni})
+            numbers(t2, dataset, "multimodal", method, {"mean": multi})
     sub: dict[str, dict[str, tuple[tuple[float, float], ...]]] = {  # majority, minority, gap, variance
         "mnist": {"fedavg": ((96.63, .70), (67.40, 11.26), (29.23, 11.79), (199, 106)),
                   "fedprox": ((96.43, .67), (68.60, 9.44), (27.83, 10.03), (186, 92)),
@@ -101,9 +105,9 @@ def _waffle_ibp() -> None:
     }
     for dataset, rows in sub.items():
         for method, values in rows.items():
-            numbers(t2, dataset, "multimodal", method, dict(zip(("majority", "minority", "gap", "variance"), values)))
+            numbers(t1, dataset, "multimodal", method, dict(zip(("majority", "minority", "gap", "variance"), values)))
     table("waffle-ibp:table3", "WAFFLe Table 3: membership inference (CIFAR-10, LeNet, 3 shadow models)",
-          "membership", ("accuracy", "f1"), "000_b57e2276bb00c64e.txt Table 3 (= 003 Table 3)",
+          "membership", ("accuracy", "f1"), "003_0ae5b1962c37745a.txt Table 3 (= 000 Table 3)",
           "The paper's adversary intercepts the training update; it does not say how WAFFLe's "
           "factor selection was guessed.")
     numbers("waffle-ibp:table3", "cifar10", None, "fedavg", {"accuracy": (83.85, 1.62), "f1": (83.72, 2.19)})

@@ -12,7 +12,11 @@ the client sends (dy_i, dc_i) = (y_i - x, c_i+ - c_i) and keeps c_i+.
 
 Wire names: downlink x under the model's parameter names and c under `c.<name>`; uplink
 `dy.<name>` and `dc.<name>`. Private: c_i under `c.<name>`, absent until the client first trains
-(which means c_i = 0, the paper's initialisation). Note that c_i is the sum of the client's own
+that parameter (which means c_i = 0, the paper's initialisation; a parameter is new to a client
+when a server puts a module in front of the model, `attacks/active/servers/_front.py`). The
+server's c starts at zero and stays there until a round moves it (for WAFFLE, until Alice takes
+part): a downlink's c is the protocol's state, not the model, so a client's check of the model
+it receives does not judge its values (`Target.downlink_weights`). Note that c_i is the sum of the client's own
 `dc` uplinks: private in that it is never sent as such, but a server that records every uplink
 of a client can add them up.
 """
@@ -71,7 +75,7 @@ class ControlVariateTarget(Target):
 
     def start_local(self, down: Payload, private: State, data: LocalData) -> LocalProblem:
         fresh = not private or self.control_mode(down) == "reset"
-        corr = {CORR + n: down[C + n].clone() if fresh else down[C + n] - private[C + n]
+        corr = {CORR + n: down[C + n].clone() if fresh or C + n not in private else down[C + n] - private[C + n]
                 for n in self.param_names}
         return LocalProblem(params={n: down[n] for n in self.param_names}, consts=corr)
 
@@ -88,7 +92,7 @@ class ControlVariateTarget(Target):
         up: Payload = {}
         new: State = {}
         for n in self.param_names:
-            c_i = private[C + n] if private else torch.zeros_like(down[n])
+            c_i = private[C + n] if C + n in private else torch.zeros_like(down[n])
             if mode == "freeze":
                 c_new = c_i
             elif mode == "reset":

@@ -57,7 +57,7 @@ class APFL(Target):
     def client_update(self, down: Payload, private: State, data: LocalData,
                       ctx: ClientContext) -> tuple[Payload, State]:
         r = self.recipe
-        personal = private if private else down
+        personal = {**down, **private}  # from the downlink where it has no part yet (its first round)
         params = {**{W + n: down[n] for n in self.param_names},
                   **{V + n: personal[n] for n in self.param_names},
                   ALPHA: private.get(ALPHA, torch.tensor(float(self.hyper.alpha)))}

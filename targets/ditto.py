@@ -49,7 +49,7 @@ class Ditto(Target):
     decode_needs = frozenset({"up", "down"})
 
     def start_local(self, down: Payload, private: State, data: LocalData) -> LocalProblem:
-        personal = private if private else down
+        personal = {**down, **private}  # from the downlink where it has no part yet (its first round)
         params = {**{W + n: down[n] for n in self.param_names},
                   **{V + n: personal[n] for n in self.param_names}}
         return LocalProblem(params=params, consts={ANCHOR + n: down[n] for n in self.param_names})

@@ -53,7 +53,11 @@ class FedPer(Target):
     def __init__(self, hyper: FedPerHyper, ctx: TargetContext) -> None:
         super().__init__(hyper, ctx)
         self.head = head_names(self.model, int(self.hyper.head_layers))
-        self.base = [n for n in self.param_names if n not in self.head]
+
+    @property
+    def base(self) -> list[str]:
+        """Every parameter but the head's, in order (a module a server puts in front is base too)."""
+        return [n for n in self.param_names if n not in self.head]
 
     def init_server(self, gen: torch.Generator) -> State:
         return {n: t for n, t in initial_weights(self.model, gen).items() if n in self.base}

@@ -16,12 +16,14 @@ image matches (one to one, the assignment of highest total PSNR) above 20 dB, an
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, ClassVar
 
 import numpy as np
 import torch
 
 from fedattack.attacks.active._reading import layer_update, ratio_images
+from fedattack.attacks.active.servers.inconsistency import victim_model
 from fedattack.attacks.base import Adversary, NotApplicable, Scored
 from fedattack.attacks.data_reconstruction.cost import scoring_cost
 from fedattack.attacks.data_reconstruction.family import DataReconstruction, Reconstructions
@@ -31,6 +33,8 @@ from fedattack.attacks.planning.cost import Cost, Workload
 from fedattack.federation.active import Exchange, build_active
 from fedattack.registry import UserError
 from fedattack.results import Metric
+from fedattack.target import Target
+from fedattack.wire import Message
 
 VERBATIM_DB, RECOVERED_DB, CAP_DB = 40.0, 20.0, 100.0
 DRAWS = 20  # disjoint draws of public images that estimate the chance baseline
@@ -70,11 +74,11 @@ class Readout(DataReconstruction):
         acted = adversary.acted_on(victim)
         if acted is None:
             raise NotApplicable(f"the {active['name']} server did not act on client {victim}")
+        seen = exchange(adv, int(acted["round"]), victim)
         try:
-            read = adversary.read(exchange(adv, int(acted["round"]), victim))
-        except KeyError as missing:
-            raise NotApplicable(f"round {acted['round']}'s uplinks do not carry {missing}: the "
-                                f"{adv.view.target.name} uplink is not the model the server sent") from None
+            read = adversary.read(seen)
+        except UserError as why:  # the uplink carries nothing of what the server reads (a decode of nothing)
+            raise NotApplicable(f"round {acted['round']}: {why}") from None
         return Reconstructions(read.images, {"round": acted["round"], "adversary": active["name"], **read.info})
 
     def score(self, guesses: Reconstructions, truth: GroundTruth) -> Scored:
@@ -122,30 +126,37 @@ def exchange(adv: Adversary, rnd: int, victim: int) -> Exchange:
     """Round `rnd` as this adversary holds it (see `Exchange`); not applicable where its view
     lacks what the reading needs (the victim's messages; every uplink of a secure sum)."""
     target, msgs = adv.view.target, adv.view.messages(rounds={rnd})
+    ups = [m for m in msgs if m.kind == "uplink"]
+    every = target.ctx.clients_per_round  # the protocol's m (the view holds its own channels only)
+    if target.uplinks_hidden and len(ups) < every:
+        raise NotApplicable(f"{target.uplinks_hidden}: only the sum of all {every} uplinks of round {rnd} says "
+                            f"anything, and the {adv.view.threat_model} sees {len(ups)}")
+    seen = held(target, msgs, rnd, victim, adv.knowledge.aux.x)
+    if victim not in seen.sent or victim not in seen.received:
+        raise NotApplicable(f"the {adv.view.threat_model} does not see client {victim}'s messages of round {rnd}")
+    return seen
+
+
+def held(target: Target, msgs: Iterable[Message], rnd: int, victim: int, aux: torch.Tensor) -> Exchange:
+    """Round `rnd` as a server holding `msgs` (its downlinks and uplinks) holds it: each uplink
+    as sent, or, where a defence masks them, the aggregate its server side hands the method."""
+    msgs = [m for m in msgs if m.round == rnd]
     sent = {m.receiver: dict(m.payload) for m in msgs if m.kind == "downlink"}
     ups = [m for m in msgs if m.kind == "uplink"]
-    every = [e for e in adv.view.reader.index if e["round"] == rnd and e["kind"] == "uplink"]
-    hidden = getattr(target, "uplinks_hidden", None)
-    if hidden and len(ups) < len(every):
-        raise NotApplicable(f"{hidden}: only the sum of all {len(every)} uplinks of round {rnd} says anything, "
-                            f"and the {adv.view.threat_model} sees {len(ups)}")
+    hidden = target.uplinks_hidden
     received = ({m.sender: dict(target.receive(ups, rnd)[0].payload) for m in ups}  # type: ignore[attr-defined]
-                if hidden else {m.sender: dict(m.payload) for m in ups})
-    if victim not in sent or victim not in received:
-        raise NotApplicable(f"the {adv.view.threat_model} does not see client {victim}'s messages of round {rnd}")
-    unweighted = any(d.sums_unweighted for d in getattr(target, "defences", []))
+                if hidden and ups else {m.sender: dict(m.payload) for m in ups})
+    unweighted = any(d.sums_unweighted for d in target.defences)
     return Exchange(round=rnd, victim=victim, sent=sent, received=received,
                     samples={m.sender: int(m.samples or 1) for m in ups}, aggregated=bool(hidden),
-                    unweighted=unweighted, target=target, aux=adv.knowledge.aux.x)
+                    unweighted=unweighted, target=target, aux=aux)
 
 
 def honest_readout(seen: Exchange) -> Reconstructions:
     """An honest server's reading: every unit of the first dense layer, weight over bias update,
     from the victim's decoded uplink (or the round's aggregate under secure aggregation)."""
-    down, up = seen.sent[seen.victim], seen.received[seen.victim]
-    after = up if seen.aggregated else seen.target.decode(down, up)
     try:
-        d_weight, d_bias = layer_update(down, after or {}, seen.target)
+        d_weight, d_bias = layer_update(seen.sent[seen.victim], victim_model(seen, isolate=False), seen.target)
     except (UserError, KeyError) as why:
         raise NotApplicable(f"{seen.target.name}'s uplink of round {seen.round} carries no dense first layer on "
                             f"the pixels to read ({why})") from None

@@ -4,20 +4,29 @@ A threat model is one class that registers itself by defining `name` (in this pa
 user's file passed with `--plugin`, or through the `fedattack.threat_models` entry point). It
 names the channels it observes, given the run's facts (`RunFacts`: which rounds were recorded,
 how many clients), and declares what its adversary knows besides the wire (`knows`: auxiliary
-data, labels, the local recipe, the victim's sample count, other clients' messages). The base
-class builds the `View` from the run directory, so a threat model cannot hand the adversary
-anything the wire did not carry, except through `deployed`, which only an upper-bound threat
-model overrides; and it refuses channels of other clients unless `knows.every_client`.
+data, labels, the local recipe, the victim's sample count and class counts, other clients'
+messages); an assumption about the victim is handed to attacks only where `knows` grants it.
+
+The base class builds the `View` from a `RunRecord`, which is all a threat model is given of
+the run: the transcript, read only through the channels it names (a `Wire`), the method with
+the run's seed withheld, and, for an upper bound alone, what the victim held (`Holdings`: the
+server's final state and the victim's private state). So a threat model cannot hand the
+adversary anything the wire did not carry, except through `held_models`, which only an
+upper-bound threat model overrides and whose views are labelled as such; and it refuses
+channels of other clients unless `knows.every_client`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from fedattack.attacks.view import Channel, Knows, View
+from fedattack.attacks.view import Channel, Knows, View, Wire
 from fedattack.registry import THREAT_MODELS, UserError
-from fedattack.target import State
+from fedattack.target import State, Target
+
+if TYPE_CHECKING:
+    from fedattack.federation.rundir import Federation
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -29,13 +38,59 @@ class RunFacts:
     rounds: int  # rounds the federation trained
 
     @classmethod
-    def of(cls, fed: Any) -> RunFacts:
-        rounds = tuple(sorted({e["round"] for e in fed.transcript().index}))
-        return cls(recorded_rounds=rounds, num_clients=fed.num_clients, rounds=int(fed.spec.rounds))
+    def of(cls, fed: Federation | RunRecord) -> RunFacts:
+        run = fed if isinstance(fed, RunRecord) else RunRecord(fed)
+        return run.facts()
+
+
+@dataclass(frozen=True)
+class Holdings:
+    """What the victim itself held at the end of the run: for upper-bound threat models only."""
+
+    method: Target
+    server: State
+    private: State
+
+
+class RunRecord:
+    """What a threat model is given of a trained federation (see the module docstring): its
+    wire through channels, its method (seed withheld), and the victim's holdings for an upper
+    bound. Built by the evaluation from the opened run directory; never part of a `View`."""
+
+    def __init__(self, fed: Federation, method: Target | None = None) -> None:
+        self._fed = fed
+        self._method = method
+
+    @property
+    def num_clients(self) -> int:
+        return self._fed.num_clients
+
+    def method(self) -> Target:
+        """The method as the public protocol describes it (`Federation.target`: no seed)."""
+        if self._method is None:
+            self._method = self._fed.target()
+        return self._method
+
+    def wire(self, channels: tuple[Channel, ...]) -> Wire:
+        return Wire(self._fed.transcript(), channels)
+
+    def facts(self) -> RunFacts:
+        rounds = tuple(sorted({e["round"] for e in self._fed.transcript().index}))
+        return RunFacts(recorded_rounds=rounds, num_clients=self._fed.num_clients, rounds=int(self._fed.spec.rounds))
+
+    def active(self) -> dict[str, Any] | None:
+        """The run's active server as its manifest records it (what the server itself did)."""
+        return self._fed.manifest.get("active_adversary")
+
+    def holdings(self, victim: int) -> Holdings:
+        return Holdings(self.method(), self._fed.server_state(), self._fed.private_state(victim))
+
+    def check_client(self, victim: int) -> None:
+        self._fed.check_client(victim)
 
 
 class ThreatModel:
-    """Base class: override `channels` (and, for an upper bound, `deployed_model`); set `knows`."""
+    """Base class: override `channels` (and, for an upper bound, `held_models`); set `knows`."""
 
     name: ClassVar[str] = ""
     observes: ClassVar[str] = ""  # one sentence for results and `fedattack list`
@@ -51,25 +106,26 @@ class ThreatModel:
     def channels(self, victim: int, facts: RunFacts) -> list[Channel]:
         raise NotImplementedError
 
-    def deployed_model(self, fed: Any, victim: int) -> State | None:
-        """The victim's deployed model; None for every threat model that is not an upper bound."""
-        return None
-
-    def held_models(self, fed: Any, victim: int) -> dict[str, State]:
-        """Every model the victim held, by name (an upper bound attacks each); {} otherwise."""
+    def held_models(self, held: Holdings, wire: Wire, victim: int) -> dict[str, State]:
+        """Every model the victim held, by name, the deployed one first (an upper bound attacks
+        each); called for upper-bound threat models only."""
         return {}
 
-    def view(self, fed: Any, victim: int, facts: RunFacts | None = None) -> View:
-        """The adversary's view of federation `fed` (a `Federation`) when attacking `victim`."""
-        fed.check_client(victim)
-        channels = tuple(self.channels(victim, facts or RunFacts.of(fed)))
+    def view(self, run: Federation | RunRecord, victim: int, facts: RunFacts | None = None,
+             method: Target | None = None) -> View:
+        """The adversary's view of the run (an opened `Federation`, or its `RunRecord`) when
+        attacking `victim`; `method`: the evaluation's own copy of the run's method, if it has one."""
+        record = run if isinstance(run, RunRecord) else RunRecord(run, method)
+        record.check_client(victim)
+        channels = tuple(self.channels(victim, facts or record.facts()))
         if not self.knows.every_client and any(ch.client != victim for ch in channels):
             raise UserError(f"threat model {self.name} observes other clients' messages; declare "
                             "knows = Knows(every_client=True) if it may use them")
-        return View(threat_model=self.name, victim=victim, target=fed.target(), channels=channels,
-                    reader=fed.transcript(), deployed=self.deployed_model(fed, victim),
-                    held=self.held_models(fed, victim), upper_bound=self.upper_bound,
-                    active=fed.manifest.get("active_adversary"))
+        wire = record.wire(channels)
+        held = self.held_models(record.holdings(victim), wire, victim) if self.upper_bound else {}
+        return View(threat_model=self.name, victim=victim, target=method or record.method(), wire=wire,
+                    deployed=next(iter(held.values()), None), held=held, upper_bound=self.upper_bound,
+                    active=record.active())
 
     def describe(self, victim: int | None = None, facts: RunFacts | None = None) -> dict[str, Any]:
         """For results: what it observes (the channels, when the victim and run are given) and knows."""

@@ -7,7 +7,7 @@ It sees what the server sent the victim and what the victim sent back, nothing e
 from __future__ import annotations
 
 from fedattack.attacks.threat_models.base import RunFacts, ThreatModel
-from fedattack.attacks.view import Channel
+from fedattack.attacks.view import Channel, Knows
 
 
 class Eavesdropper(ThreatModel):
@@ -15,6 +15,7 @@ class Eavesdropper(ThreatModel):
 
     name = "eavesdropper"
     observes = "the victim's channel, both directions, every recorded round"
+    knows = Knows(local_samples=True)  # the victim's size and class mix: Shokri et al.'s assumption
 
     def channels(self, victim: int, facts: RunFacts) -> list[Channel]:
         return [Channel(victim, "downlink"), Channel(victim, "uplink")]

@@ -15,11 +15,9 @@ has `upper_bound=True`.
 
 from __future__ import annotations
 
-from typing import Any
-
 from fedattack.attacks.membership.shadow import deployed_alone
-from fedattack.attacks.threat_models.base import RunFacts, ThreatModel
-from fedattack.attacks.view import Channel, Knows
+from fedattack.attacks.threat_models.base import Holdings, RunFacts, ThreatModel
+from fedattack.attacks.view import Channel, Knows, Wire
 from fedattack.target import State
 
 
@@ -29,29 +27,23 @@ class Oracle(ThreatModel):
     name = "oracle"
     observes = ("every model the victim held, private state included (its deployed model and its "
                 "local model after its last training), and every client's messages (upper bound)")
-    knows = Knows(every_client=True)
+    knows = Knows(every_client=True, local_samples=True)
     upper_bound = True
     attacks_deployed = True
 
     def channels(self, victim: int, facts: RunFacts) -> list[Channel]:
         return [Channel(None, "downlink"), Channel(None, "uplink")]
 
-    def deployed_model(self, fed: Any, victim: int) -> State:
-        target = fed.target()
-        return target.deployed(fed.server_state(), fed.private_state(victim))
-
-    def held_models(self, fed: Any, victim: int) -> dict[str, State]:
+    def held_models(self, held: Holdings, wire: Wire, victim: int) -> dict[str, State]:
         """The deployed model and, when the wire kept its last round, the victim's local model."""
-        held = {"deployed": self.deployed_model(fed, victim)}
-        index = fed.transcript().index
-        sent = [e["round"] for e in index if e["kind"] == "uplink" and e["sender"] == victim]
+        out = {"deployed": held.method.deployed(held.server, held.private)}
+        sent = [e["round"] for e in wire.index if e["kind"] == "uplink" and e["sender"] == victim]
         if sent:
             rnd = max(sent)
-            msgs = fed.transcript().load(client=victim, rounds={rnd})
+            msgs = wire.load(client=victim, rounds={rnd})
             down = next((m.payload for m in msgs if m.kind == "downlink"), None)
             up = next(m for m in msgs if m.kind == "uplink")
             if down is not None:
-                held[f"local (round {rnd})"] = deployed_alone(fed.target(), dict(down), up.payload,
-                                                             fed.private_state(victim), up.samples or 1,
-                                                             rnd, victim)
-        return held
+                out[f"local (round {rnd})"] = deployed_alone(held.method, dict(down), up.payload, held.private,
+                                                            up.samples or 1, rnd, victim)
+        return out

@@ -15,7 +15,7 @@ class Server(ThreatModel):
 
     name = "server"
     observes = "every uplink of every client and round, and the downlinks it sent"
-    knows = Knows(every_client=True)
+    knows = Knows(every_client=True, local_samples=True)  # sizes and class mixes: Shokri et al.'s assumption
 
     def channels(self, victim: int, facts: RunFacts) -> list[Channel]:
         return [Channel(None, "uplink"), Channel(None, "downlink")]

@@ -295,7 +295,8 @@ def require_user_plugins(run_dir: Path, models: tuple[str, ...], datasets: tuple
 
 
 def print_summary(path: Path) -> None:
-    """One line per (attack, threat model, reconstruction): mean +- std of the headline metrics."""
+    """One line per (attack, threat model, reconstruction): the headline metrics' means over the
+    victims, each with its 95% interval in brackets (as every table and report prints spread)."""
     for g in json.loads(path.read_text())["groups"]:
         label = f"{g['attack']:<11} {g['threat_model']:<13} {g['reconstruction']:<20}"
         if not g["applicable"]:
@@ -303,9 +304,18 @@ def print_summary(path: Path) -> None:
             click.echo(f"{label} not applicable to {len(g['victims'])} victim(s): {g['notes'][0]}{more}")
             continue
         keys = g.get("headline") or tuple(g["metrics"])[:4]  # as the attack declared them
-        parts = [f"{k} {g['metrics'][k]['mean']:.3f}±{g['metrics'][k]['std']:.3f}" for k in keys if k in g["metrics"]]
+        parts = [f"{k} {spread(g['metrics'][k])}" for k in keys if k in g["metrics"]]
         bound = " (upper bound)" if g["upper_bound"] else ""
         click.echo(f"{label} {', '.join(parts)} [n={g['applicable']}]{bound}")
+
+
+
+def spread(metric: dict[str, Any]) -> str:
+    """`0.988 [0.975, 0.996]`: a mean and its 95% interval over victims (`summary.json`), or the
+    mean alone where there is none (one victim)."""
+    bounds = metric.get("interval", {})
+    low, high = bounds.get("low"), bounds.get("high")
+    return f"{metric['mean']:.3f}" + ("" if low is None or high is None else f" [{low:.3f}, {high:.3f}]")
 
 
 COMMAND = evaluate_command

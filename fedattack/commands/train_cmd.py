@@ -67,9 +67,9 @@ class NameOrImportPath(RegistryName):
 @click.option("--overwrite", is_flag=True, help="Replace --out if it exists.")
 @click.option("--defence", "defences", multiple=True, metavar="NAME[:KEY=VALUE,...]",
               help="Wrap the method in a defence, e.g. clip-uplink:max_norm=0.5 (repeatable, innermost first).")
-@click.option("--active", "active", default=None, metavar="NAME[:KEY=VALUE,...]",
+@click.option("--active", "active", multiple=True, metavar="NAME[:KEY=VALUE,...]",
               help="A server that acts: what it sends instead of the method's broadcast, e.g. "
-                   "imprint:rounds=1-3 (see `fedattack list active-threat-models`).")
+                   "imprint:rounds=1-3 (see `fedattack list active-threat-models`). Once: a run has one server.")
 @click.option("--plugin", "plugins", multiple=True, type=click.Path(dir_okay=False), is_eager=True,
               callback=load_plugins, expose_value=False,
               help="A .py file registering a method, defence, model, dataset, partition or active threat "
@@ -80,9 +80,12 @@ def train_command(method: str, dataset: str, data_root: str | None, download: bo
                   fraction: float | None, epochs: int, batch_size: int, lr: float | None, hyper: tuple[str, ...],
                   seed: int, record: str, eval_every: int, executor: str, device: str,
                   out: str | None, overwrite: bool, defences: tuple[str, ...], quiet: bool,
-                  normalize: str = "dataset", active: str | None = None) -> None:
+                  normalize: str = "dataset", active: tuple[str, ...] = ()) -> None:
     """Train a federation and save its wire, private states and utility to a run directory."""
     settings, partition_options = parse_pairs(hyper, "--set"), parse_pairs(partition_opts, "--partition-opt")
+    if len(active) > 1:
+        raise UserError(f"--active given {len(active)} times ({', '.join(active)}): a federation has one server, "
+                        "so name one active threat model (its settings after a colon)")
     if device != "cpu" and not device.startswith("cuda"):
         raise UserError(f"unknown device {device!r}; use cpu or cuda[:N]")
     # only now torch: the mistakes above are reported at once
@@ -100,7 +103,7 @@ def train_command(method: str, dataset: str, data_root: str | None, download: bo
         num_clients=clients, model=model, rounds=rounds, fraction=fraction, epochs=epochs, batch_size=batch_size,
         lr=lr, seed=seed, record=record, eval_every=eval_every, executor=executor,
         defences=tuple(parse_defence(d) for d in defences), normalize=normalize,
-        active=None if active is None else parse_active(active))
+        active=parse_active(active[0]) if active else None)
     TARGETS.get(method).make_hyper(spec.hyper)  # refuse bad settings before loading any data
     out = out or f"runs/{method}-{dataset}-{partition}-s{seed}"
     path = train_federation(spec, out, data_root, download, overwrite, device, progress=not quiet)
@@ -119,9 +122,16 @@ def train_command(method: str, dataset: str, data_root: str | None, download: bo
                     "or infinite values (lower --lr); attacks on it are refused", fg="yellow", bold=True, err=True)
     acted = fed.manifest.get("active_adversary")
     if acted is not None:
-        when = ", ".join(f"round {a['round']} (client {a['victim']})" for a in acted["acted"]) or "no round"
-        click.secho(f"active server {acted['name']} acted in {when}", fg="yellow", err=True)
+        when = ", ".join(f"round {a['round']} (client {a['victim']})" for a in acted["acted"])
+        click.secho(f"active server {acted['name']} acted in {when}" if when else
+                    f"warning: active server {acted['name']} acted in no round: no client it would single out was "
+                    "sampled in its rounds", fg="yellow", err=True)
     for entry in fed.manifest.get("defences", []):
+        if "refused" in entry.get("accounting", {}):  # a client-side check: what it refused, and why
+            a = entry["accounting"]
+            why = "; ".join(f"{n}: {reason}" for reason, n in a["reasons"].items())
+            click.echo(f"{entry['name']}: refused {a['refused']} of {a['checked']} downlinks"
+                       + (f" ({why})" if why else ""))
         if "epsilon" in entry.get("accounting", {}):
             a = entry["accounting"]
             eps = "unbounded" if a["epsilon"] is None else f"{a['epsilon']:.3g}"

@@ -15,6 +15,12 @@ entry point). It writes `send` (what the acting rounds' clients receive) and `re
 from what the server got back); the base class decides when it acts (`rounds`, `victim`),
 keeps the record, and by default restores the server's model after an acting round, so the
 federation goes on training from the honest model (`after_round`).
+
+Before training (when it is built with the server's knowledge) the base class refuses, in one
+line, what would act on nothing or say nothing: a method that puts nothing on the wire, a
+victim or an acting round outside the federation, and isolating the victim (`isolates`: model
+inconsistency, `isolate=true`) without a defence that hides the uplinks (secure aggregation),
+where the server reads every uplink anyway and isolation only stops the other clients training.
 """
 
 from __future__ import annotations
@@ -112,6 +118,33 @@ class ActiveThreatModel:
     def __init__(self, settings: Any, target: Target, knowledge: ServerKnowledge | None = None) -> None:
         self.settings, self.target, self.knowledge = settings, target, knowledge
         self.acted: list[dict[str, Any]] = []
+        if knowledge is not None:  # a server about to act (not one rebuilt to read a run)
+            self.refuse_unfit(knowledge)
+
+    @property
+    def isolates(self) -> bool:
+        """Whether it sends the victim something apart from the other sampled clients (model
+        inconsistency: they get a model of zeros), so that a secure sum is the victim's update."""
+        return self.singles_out
+
+    def refuse_unfit(self, knowledge: ServerKnowledge) -> None:
+        """One line, before training, for a server that would act on nothing or isolate for nothing."""
+        name, method = self.name, self.target.name
+        if not self.target.wire_schema().downlink:
+            raise UserError(f"{method} puts nothing on the wire, so a server has nothing to send instead; "
+                            "choose a federated method")
+        if self.settings.victim >= knowledge.num_clients:
+            raise UserError(f"{name} victim={self.settings.victim}: this federation has {knowledge.num_clients} "
+                            f"clients (0 to {knowledge.num_clients - 1}), or -1 for a new one each round")
+        late = sorted(r for r in parse_rounds(self.settings.rounds, knowledge.rounds) if r > knowledge.rounds)
+        if late:
+            raise UserError(f"{name} rounds={self.settings.rounds}: this federation runs {knowledge.rounds} "
+                            f"rounds, so round {late[0]} never comes; act in rounds 1 to {knowledge.rounds} or all")
+        if self.isolates and not self.target.uplinks_hidden:
+            raise UserError(f"{name} isolates the victim's update from a secure sum, but no defence of this "
+                            "federation hides the uplinks: the server reads every client's uplink already and "
+                            "isolation would only stop the others training; add --defence secure-aggregation "
+                            "(or drop isolate=true)")
 
     # -- what a plugin writes ---------------------------------------------------------------
     def send(self, rnd: int, victim: int, server: State, honest: Downlinks) -> Downlinks:
@@ -135,8 +168,7 @@ class ActiveThreatModel:
         if victim is None:
             return None
         sent = self.send(rnd, victim, server, honest)
-        alone = self.singles_out or bool(getattr(self.settings, "isolate", False))
-        targets = [victim] if alone else list(sampled)
+        targets = [victim] if self.isolates else list(sampled)
         self.acted.append({"round": rnd, "victim": victim, "targets": targets})
         return sent
 

@@ -27,6 +27,7 @@ from fedattack.federation.claim import OutputClaim
 from fedattack.federation.storage import checksums, load_tensors, read_json, save_tensors, verify, write_json
 from fedattack.provenance import software
 from fedattack.registry import UserError
+from fedattack.rng import derive_seed
 
 if TYPE_CHECKING:
     from fedattack.federation.spec import FederationSpec
@@ -34,6 +35,10 @@ if TYPE_CHECKING:
     from fedattack.target import Target
 
 SCHEMA_VERSION = 2  # 2: the wire schema gives each tensor's dtype besides its shape
+# The seed a rebuilt method gets instead of the run's (`Federation.target`): a fixed number no
+# run is trained with by chance (derived, not typed), so nothing holding the method holds the
+# seed every random draw of the run, secure aggregation's pairwise masks included, derives from.
+WITHHELD_SEED = derive_seed(0, "a rebuilt method: the run's seed withheld")
 READABLE = (1, 2)
 MANIFEST = "federation.json"
 
@@ -193,7 +198,10 @@ class Federation:
             raise UserError(f"client {client} does not exist; this federation has clients 0..{self.num_clients - 1}")
 
     def target(self, data_root: str | Path | None = None) -> Target:
-        """Rebuild the method (model template, hyperparameters, defences) from the manifest."""
+        """Rebuild the method (model template, hyperparameters, defences) from the manifest, as
+        the public protocol describes it: with `WITHHELD_SEED` for the run's seed, so an
+        adversary handed the method cannot regenerate what the run drew (its clients' noise,
+        secure aggregation's masks)."""
         from fedattack.data.normalization import Normalization
         from fedattack.defences import make_target
         from fedattack.target import TargetContext
@@ -201,7 +209,7 @@ class Federation:
         ds = self.manifest["dataset"]
         ctx = TargetContext(model=spec.model, input_shape=tuple(ds["input_shape"]),
                             num_classes=ds["num_classes"], recipe=spec.recipe,
-                            num_clients=self.num_clients, rounds=spec.rounds, seed=spec.seed,
+                            num_clients=self.num_clients, rounds=spec.rounds, seed=WITHHELD_SEED,
                             clients_per_round=spec.clients_per_round(self.num_clients),
                             data_root=None if data_root is None else str(data_root),
                             normalization=Normalization.from_json(self.manifest.get("normalization")))

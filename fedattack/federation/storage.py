@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -17,12 +18,28 @@ def save_tensors(path: Path, tensors: dict[str, torch.Tensor]) -> None:
     atomic.save_tensors(path, {k: v.detach().contiguous().clone() for k, v in tensors.items()})
 
 
+ZIP_MAGIC = b"PK\x03\x04"  # what `torch.save` writes (a zip archive); a bare pickle is not one
+
+
 def load_tensors(path: Path) -> dict[str, torch.Tensor]:
-    """Load tensors with `weights_only=True`: a file carrying a pickled object is refused."""
+    """Load tensors with `weights_only=True`: a file carrying a pickled object is refused.
+
+    A file that is not the zip archive `torch.save` writes (a raw pickle) is refused before
+    torch reads it, and torch's own warnings about what it reads (a pickle protocol it did not
+    expect) are kept off the user's terminal: the refusal is the one line they see."""
     try:
-        data = torch.load(path, map_location="cpu", weights_only=True)
+        with path.open("rb") as fh:
+            magic = fh.read(len(ZIP_MAGIC))
+        if magic != ZIP_MAGIC:
+            raise UserError(f"refusing to load {path}: it is not a tensor file torch.save wrote (a raw pickle, "
+                            "or another format); re-create the run directory")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            data = torch.load(path, map_location="cpu", weights_only=True)
     except FileNotFoundError:
         raise UserError(f"{path} is missing; the run directory is incomplete, train it again") from None
+    except UserError:
+        raise
     except Exception as exc:  # torch raises many types for corrupt or unsafe files
         reason = "it holds objects other than tensors" if "weights_only" in str(exc) else "it is corrupt or truncated"
         raise UserError(f"refusing to load {path}: {reason}; re-create the run directory") from None

@@ -184,18 +184,22 @@ def check_payload(where: str, kind: str, payload: Mapping[str, torch.Tensor],
 def check_state(where: Path | str, state: Mapping[str, torch.Tensor], schema: Mapping[str, Any],
                 finite: bool = True) -> None:
     """The server state against the wire schema: every tensor the downlink or uplink also
-    carries has the shape declared there, and every tensor is floating point and finite (a
-    forged state would otherwise fail deep inside the model)."""
+    carries has the shape declared there and, where the schema declares a floating-point dtype
+    (the model's; secure aggregation's ring elements are the uplink's, never the server's), that
+    dtype; every tensor is floating point and finite (a forged state would otherwise fail deep
+    inside the model: a float64 state met the float32 inputs as "mat1 and mat2 must have the
+    same dtype")."""
     declared = {**dict(schema.get("uplink", {})), **dict(schema.get("downlink", {}))}
     if declared and state and not set(state) & set(declared):
         raise refuse(where, "holds none of the tensors the wire schema declares")
     for name, t in state.items():
-        entry = declared.get(name)
-        shape = None if entry is None else declared_tensor(entry)[0]
+        shape, dtype = declared_tensor(declared[name]) if name in declared else (None, None)
         if shape is not None and list(t.shape) != list(shape):
             raise refuse(where, f"has {name!r} of shape {list(t.shape)}, the wire schema says {shape}")
         if not t.is_floating_point():
             raise refuse(where, f"has {name!r} of dtype {t.dtype}, not a floating-point tensor")
+        if dtype is not None and dtype.is_floating_point and t.dtype != dtype:
+            raise refuse(where, f"has {name!r} of dtype {t.dtype}, the wire schema says {dtype}")
         if finite:
             check_finite(where, name, t)
 

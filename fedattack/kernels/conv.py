@@ -5,18 +5,25 @@ of every step, and a batch of 10 small images leaves each convolution too little
 it. Here the K stacked models are one ordinary network: their inputs sit side by side along the
 channels ([B, K*C, H, W]) and each convolution is `conv2d(..., groups=K)` with the weights
 [K*O, C, kh, kw], so group k sees only model k's channels (a greyscale first layer, one input
-channel per model, runs model by model instead, see `_convolve`); ReLU and max-pooling act per
-channel and so per model; the fully connected layers are `baddbmm` over (K, B, features). The
-loss is the sum of the K models' weighted cross-entropies, so autograd's gradient of each
-model's weights is that model's own, and plain SGD updates the stacked weights in place.
+channel per model, runs model by model instead, see `_convolve`); ReLU and pooling (max or
+average, as the model declares) act per channel and so per model; the fully connected layers
+are `baddbmm` over (K, B, features). The loss is the sum of the K models' weighted
+cross-entropies, so autograd's gradient of each model's weights is that model's own, and plain
+SGD updates the stacked weights in place.
 
 Chosen (`fedattack.kernels.standard`) where a method declares that it trains the model's
-cross-entropy, with or without a proximal pull, on a `ConvNet` of plain layers (`ConvNet.layout`),
-by plain SGD at the recipe's learning rate. Same mathematics as the sequential loop; the test
-suite holds it to the vmap path and the sequential executor within the batched tolerance.
+cross-entropy, with or without a proximal pull, on a `ConvNet` whose declared layout
+(`ConvNet.layout`) is one this kernel computes (`computes`: every fact of it, pooling,
+activation, normalisation, padding, stride, bias, ...), by plain SGD at the recipe's learning
+rate. Same mathematics as the sequential loop; tests/core/test_conformance.py holds it to the
+sequential executor, for every registered model and method, within the batched tolerance.
+(Before #43 the layout left the pooling out and this step max-pooled always, so Dimitrov et
+al.'s average-pooled CNN trained as a max-pooled one under the batched executors.)
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -24,9 +31,20 @@ import torch.nn.functional as F
 from fedattack import optim
 from fedattack.kernels.base import Chunking, Stack, State, StepKernel
 from fedattack.kernels.proximal import Pull, first, pull_of
-from fedattack.models.zoo.cnn import ConvLayout
+from fedattack.models.zoo.cnn import ConvLayout, pools
 
 CPU_GROUP = 16  # clients a stack on a CPU; stacks run side by side in threads
+POOLING: dict[str, Callable[..., torch.Tensor]] = {"max": F.max_pool2d, "avg": F.avg_pool2d}
+
+
+def computes(layout: ConvLayout) -> bool:
+    """Whether `cnn_loss` computes a network laid out as `layout`: every convolution a biased,
+    stride-1, undilated, ungrouped, zero- and square-padded one, ReLU after it, then max or
+    average pooling of the layout's size; no normalisation; biased fully connected layers."""
+    plain = all(c.bias and c.stride == (1, 1) and c.dilation == (1, 1) and c.groups == 1
+                and c.padding_mode == "zeros" and c.padding[0] == c.padding[1] >= 0 for c in layout.convs)
+    return (plain and layout.activation == "relu" and layout.norm is None and layout.pool in POOLING
+            and layout.pool_size == 2 and all(bias for _, bias in layout.fcs) and bool(layout.fcs))
 
 
 class ConvKernel(StepKernel):
@@ -61,22 +79,27 @@ def cnn_loss(params: State, spec: ConvLayout, x: torch.Tensor, y: torch.Tensor, 
     """The sum over the K stacked models of each one's weighted cross-entropy.
     x: (B, K, C, H, W), batch-major, so the models' channels are side by side; y, w: (K, B).
 
-    Pooling comes before the ReLU (they commute, and the gradient is the same: max-pooling
+    Max-pooling comes before the ReLU (they commute, and the gradient is the same: max-pooling
     routes it to the window's largest pre-activation, which ReLU then keeps or zeroes exactly
-    as it would have) so the ReLU and its backward touch a quarter of the values. The grouped
+    as it would have) so the ReLU and its backward touch a quarter of the values; average
+    pooling does not commute with the ReLU and comes after it, as in the model. The grouped
     convolutions run channels-last, where oneDNN's grouped kernels and max-pooling measured
     fastest on the 2-core machine."""
     batch, k = x.shape[:2]
     h = x.reshape(batch, -1, *x.shape[3:])
-    for name, padding in spec.convs:
-        h = _convolve(h, params[f"{name}.weight"], params[f"{name}.bias"], padding)
-        if min(h.shape[-2:]) >= 2:
-            h = F.max_pool2d(h, 2)
+    pool, first = POOLING[spec.pool], spec.pool == "max"
+    for conv in spec.convs:
+        h = _convolve(h, params[f"{conv.name}.weight"], params[f"{conv.name}.bias"], conv.padding[0])
+        if first and pools(h):
+            h = pool(h, spec.pool_size)
         h = h.relu()
+        if not first and pools(h):
+            h = pool(h, spec.pool_size)
     h = h.reshape(batch, k, -1).transpose(0, 1)
-    for i, name in enumerate(spec.fcs):
+    fcs = [name for name, _ in spec.fcs]
+    for i, name in enumerate(fcs):
         h = torch.baddbmm(params[f"{name}.bias"].unsqueeze(1), h, params[f"{name}.weight"].transpose(1, 2))
-        if i < len(spec.fcs) - 1:
+        if i < len(fcs) - 1:
             h = h.relu()
     ce = F.cross_entropy(h.reshape(-1, h.shape[-1]), y.reshape(-1), reduction="none")
     return (w.reshape(-1) * ce).sum()

@@ -18,11 +18,18 @@ import torch.nn.functional as F
 from fedattack import optim
 from fedattack.kernels.base import Chunking, Stack, State, StepKernel, gather
 from fedattack.kernels.proximal import Pull, first, pull_of
+from fedattack.models.zoo.mlp import DenseLayout
 
 # On a CPU this step is bound by moving the stacked weights through the caches: measured on the
 # 2-core machine (FedAvg, MNIST MLP, 50 clients a round), groups of 5-10 clients ran 25-35%
 # faster per CPU second than all 50 at once; the stacks run side by side in threads.
 CPU_GROUP = 8
+
+
+def computes(layout: DenseLayout) -> bool:
+    """Whether `mlp_step` computes an MLP laid out as `layout`: biased layers with ReLU between,
+    none after the last, no normalisation."""
+    return layout.activation == "relu" and layout.norm is None and all(bias for _, bias in layout.layers)
 
 
 class DenseKernel(StepKernel):

@@ -3,15 +3,18 @@
 A method whose declared objective (`Target.local_objective`) is the cross-entropy of its model
 on the normalised inputs (`Target.plain_forward`), with or without a proximal pull, that draws
 no noise and steps every parameter by plain SGD at the recipe's rate, is trained by `dense` on
-the zoo's MLP and by `conv` on its CNNs, when the model's layers are plain ones
-(`MLP.dense_layers`, `ConvNet.layout`) and the local parameters are exactly theirs. Anything
-else gets None: the batched executors' generic `vmap(grad(local_loss))` path.
+the zoo's MLP and by `conv` on its CNNs, when what the model declares it computes (`MLP.layout`,
+`ConvNet.layout`: layers, activation, pooling, normalisation, padding, stride, bias) is what the
+kernel computes (`dense.computes`, `conv.computes`) and the local parameters are exactly the
+layers'. Anything else, a model that declares no layout among them, gets None: the batched
+executors' generic `vmap(grad(local_loss))` path.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from fedattack.kernels import conv, dense
 from fedattack.kernels.base import StepKernel
 from fedattack.kernels.conv import ConvKernel
 from fedattack.kernels.dense import DenseKernel
@@ -35,13 +38,13 @@ def standard_kernel(target: Target, problem: LocalProblem) -> StepKernel | None:
         return None
     model, names = target.model, set(problem.params)
     if isinstance(model, MLP):
-        layers = model.dense_layers()
-        if layers is not None and names == _weights_and_biases(layers):
-            return DenseKernel(layers, objective.proximal)
+        mlp = model.layout()
+        if mlp is not None and dense.computes(mlp) and names == _weights_and_biases(model.chain()):
+            return DenseKernel(model.chain(), objective.proximal)
     if isinstance(model, ConvNet):
-        layout = model.layout()
-        if layout is not None and names == _weights_and_biases(layout.convs_and_fcs):
-            return ConvKernel(layout, objective.proximal)
+        cnn = model.layout()
+        if cnn is not None and conv.computes(cnn) and names == _weights_and_biases(cnn.convs_and_fcs):
+            return ConvKernel(cnn, objective.proximal)
     return None
 
 

@@ -17,9 +17,15 @@ from fedattack.federation.rundir import Federation
 from tests.active.conftest import readout, train
 
 
+def isolating(name: str) -> bool:
+    """The threat model only isolates (model inconsistency): it needs a secure sum to act on."""
+    return ACTIVE.get(name).singles_out
+
+
 @pytest.mark.parametrize("name", ACTIVE.names())
 def test_every_active_threat_model_acts_records_and_reads(name: str, tmp_path: Path) -> None:
-    run = train(tmp_path / "run", f"{name}:rounds=2", rounds=3, fraction=0.3)
+    secure = ("secure-aggregation",) if isolating(name) else ()
+    run = train(tmp_path / "run", f"{name}:rounds=2", secure, rounds=3, fraction=0.3)
     fed = Federation(run)
     record = fed.manifest["active_adversary"]
     assert record["name"] == name and [a["round"] for a in record["acted"]] == [2]

@@ -23,7 +23,7 @@ from fedattack.attacks.data_reconstruction.levels import pixel_levels
 from fedattack.attacks.evaluation.data import Samples
 from fedattack.attacks.evaluation.evaluate import evaluate_run
 from fedattack.attacks.hidden_parts.base import RECONSTRUCTIONS, Reconstructed, Reconstructor
-from fedattack.attacks.view import Channel, Knowledge, Observation, View
+from fedattack.attacks.view import Channel, Knowledge, Observation, View, Wire
 from fedattack.data import load_dataset
 from fedattack.evaluation import EvaluationSpec
 from fedattack.registry import ATTACKS, UserError
@@ -56,7 +56,7 @@ def adversary(target: Target, down: State, up: State, n: int, *, labels: list[in
                           victim_class_counts=labels or [], labels_known=labels is not None,
                           recipe_known=recipe_known)
     reader = SimpleNamespace(index=[], load=lambda **_: [Message(1, 0, SERVER, "uplink", up, samples=n)])
-    view = View("eavesdropper", 0, target, (Channel(0, "uplink"), Channel(0, "downlink")), reader)
+    view = View("eavesdropper", 0, target, Wire(reader, (Channel(0, "uplink"), Channel(0, "downlink"))))
     strategy = RECONSTRUCTIONS.get("decoded")()
     model = Reconstructed("decoded", dict(up))
     return Adversary(view, knowledge, Observation(1, down, up), model,

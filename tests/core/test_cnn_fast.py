@@ -20,6 +20,7 @@ from fedattack.federation.executors import ClientJob, make_executor
 from fedattack.federation.loop import client_data
 from fedattack.federation.train import build_target
 from fedattack.optim import Adam
+from fedattack.registry import MODELS, UserError
 from fedattack.target import ClientContext, LocalData, LocalProblem, Recipe, State, Target
 from fedattack.training import sequential_train
 from fedattack.wire import Message
@@ -60,11 +61,27 @@ def _close(a: State, b: State) -> None:
         torch.testing.assert_close(a[k], b[k], atol=ATOL, rtol=RTOL, msg=k)
 
 
-@pytest.mark.parametrize("model, method", [("fmnist-cnn", "fedavg"), ("lenet5", "fedavg"),
-                                           ("fmnist-cnn", "fedprox")])
+def conv_models() -> list[str]:
+    """Every registered model FedAvg trains through the `conv` kernel on the digits."""
+    def on_conv(model: str) -> bool:
+        try:
+            target = _target(model)
+        except (UserError, RuntimeError, ValueError):  # a model the digits' 8x8 images do not fit
+            return False
+        return kernel_of(target, _requests(target, (8,))[0].problem) == "conv"
+    return [m for m in MODELS.names() if on_conv(m)]
+
+
+def test_the_conv_kernel_trains_the_zoos_cnns() -> None:
+    """So the tests below hold something: max- and average-pooled CNNs, one and three linear layers."""
+    assert {"fmnist-cnn", "lenet5", "cifar-cnn", "dimitrov-cnn"} <= set(conv_models())
+
+
+@pytest.mark.parametrize("model, method", [(m, method) for m in conv_models() for method in ("fedavg", "fedprox")])
 def test_grouped_step_equals_vmap_and_the_sequential_loop(model: str, method: str) -> None:
-    """fmnist-cnn: two pooled convolutions and one linear layer; lenet5: three linear layers;
-    FedProx: the default loss plus its proximal pull (`fedattack.kernels.proximal`)."""
+    """Every CNN the kernel trains: fmnist-cnn, two pooled convolutions and one linear layer;
+    lenet5, three linear layers; dimitrov-cnn, average pooling; FedProx: the default loss plus
+    its proximal pull (`fedattack.kernels.proximal`)."""
     target = _target(model, method)
     reqs = _requests(target)
     assert kernel_of(target, reqs[0].problem) == "conv"  # so this tests the grouped step
@@ -76,7 +93,7 @@ def test_grouped_step_equals_vmap_and_the_sequential_loop(model: str, method: st
         assert not torch.equal(f["conv1.weight"], r.problem.params["conv1.weight"])
 
 
-@pytest.mark.parametrize("model", ["fmnist-cnn", "lenet5"])
+@pytest.mark.parametrize("model", conv_models())
 def test_grouped_step_is_reproducible_and_independent_of_the_group(model: str) -> None:
     """Bit for bit: the same models run to run, and a model's result does not depend on which
     other models share its grouped convolution (so neither on the executor's chunks nor on the

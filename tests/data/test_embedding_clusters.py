@@ -68,3 +68,21 @@ def test_central_embedding_clusters_digits() -> None:
 def test_every_manifest_reports_gamma(fedavg_run: Path) -> None:
     het = Federation(fedavg_run).manifest["heterogeneity"]
     assert het["gamma"] > 0 and "principal components" in het["features"]
+
+
+def test_the_embedding_can_come_from_a_network_trained_on_other_data(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CGAU's condition: clients clustered by a pre-trained network "not trained on the data set at hand"."""
+    from fedattack.models.zoo import cgau
+
+    asked = []
+    real = cgau.build_extractor
+
+    def spy(spec, *args, **kwargs):  # type: ignore[no-untyped-def]
+        asked.append(spec.dataset)
+        return real(cgau.ExtractorSpec("pixels"), *args, **kwargs)
+
+    monkeypatch.setattr(cgau, "build_extractor", spy)
+    dataset = load_dataset("digits")
+    make_partition("embedding-clusters", dataset, 5, 0, embedding="central")
+    make_partition("embedding-clusters", dataset, 5, 0, embedding="central", embedding_data="mnist")
+    assert asked == ["digits", "mnist"]

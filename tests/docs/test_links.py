@@ -16,7 +16,7 @@ import pytest
 from tests.docs.markdown import ROOT, anchors, heading_texts, is_external, links, slug
 
 PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md"),
-                *(ROOT / d / "README.md" for d in ("benchmarks", "attacks", "reports"))])
+                *(ROOT / d / "README.md" for d in ("benchmarks", "benchmarks/lab", "attacks", "reports"))])
 
 
 @cache

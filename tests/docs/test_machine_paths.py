@@ -27,7 +27,7 @@ MACHINE_PATH = re.compile(r"(?<![\w.~/-])/(?:work|home|root|Users|mnt|scratch)/[
 TEXT = {".md", ".py", ".sh", ".html", ".csv", ".txt", ".toml", ".json"}
 
 DOCS = sorted([ROOT / "README.md", *(p for p in (ROOT / "docs").rglob("*") if p.suffix in TEXT),
-               *(ROOT / d / "README.md" for d in ("benchmarks", "attacks", "reports"))])
+               *(ROOT / d / "README.md" for d in ("benchmarks", "benchmarks/lab", "attacks", "reports"))])
 
 # A page still being cleaned, with the reason (none at present). Strict: once a page is clean its
 # marker fails, so it is taken off and the page stays clean.

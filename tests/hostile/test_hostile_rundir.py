@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import pickle
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -87,6 +88,17 @@ def plant_pickle(rel: str) -> Callable[[Path], None]:
     return forge
 
 
+def raw_pickle(rel: str) -> Callable[[Path], None]:
+    """The file's tensors pickled by `pickle` itself (not torch.save's zip): torch warned about
+    the pickle protocol on the terminal before fedattack's refusal (#43)."""
+    def forge(run: Path) -> None:
+        tensors = torch.load(run / rel, weights_only=True)
+        with open(run / rel, "wb") as fh:
+            pickle.dump(tensors, fh, protocol=4)
+        reseal(run)
+    return forge
+
+
 def first(key: str, value: Any) -> Callable[[dict[str, torch.Tensor]], None]:
     """Set the first tensor whose name ends with `key` to `value` (a function of the old tensor)."""
     def change(tensors: dict[str, torch.Tensor]) -> None:
@@ -131,6 +143,10 @@ FORGERIES: dict[str, tuple[Callable[[Path], None], str] | tuple[Callable[[Path],
     "tensor-wrong-shape-resealed": (edit_tensors(LAST_ROUND, first("", lambda t: t[:1])), "does not match"),
     "tensor-integer-dtype-resealed": (edit_tensors(LAST_ROUND, first("", lambda t: t.long())),
                                       "dtype"),
+    "server-state-float64-resealed": (edit_tensors("server.pt", lambda ts: ts.update({k: v.double() for k, v in
+                                                                                      ts.items()})),
+                                      "dtype torch.float64, the wire schema says torch.float32"),
+    "server-state-raw-pickle-resealed": (raw_pickle("server.pt"), "raw pickle"),
     "server-weights-nan-resealed": (edit_tensors("server.pt", first("weight", lambda t: t * float("nan"))),
                                     "NaN", "oracle"),
     "uplink-weights-inf-resealed": (edit_tensors(LAST_ROUND,

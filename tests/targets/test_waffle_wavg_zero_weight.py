@@ -115,3 +115,13 @@ def test_zero_below_counts_an_agent_with_tiny_weights_as_excluded() -> None:
     assert float(below.broadcast(server, 2, 5)[ZERO][0]) == 1.0
     with pytest.raises(UserError, match="zero_below"):
         _target(zero_weight="freeze", zero_below=1.5)
+
+
+def test_a_reading_names_its_three_settings_and_a_setting_given_alone_wins() -> None:
+    literal, stabilised = _target(reading="literal").hyper, _target(reading="stabilised").hyper
+    assert (literal.zero_weight, literal.zero_below, literal.control) == ("keep", 0.0, "increments")
+    assert (stabilised.zero_weight, stabilised.zero_below, stabilised.control) == ("freeze", 0.05, "variates")
+    mixed = _target(reading="stabilised", control="increments", zero_below=0.0).hyper
+    assert (mixed.zero_weight, mixed.zero_below, mixed.control) == ("freeze", 0.0, "increments")
+    with pytest.raises(UserError, match="reading"):
+        _target(reading="relaxed")

@@ -39,8 +39,8 @@ from typing import Any
 import torch
 
 from fedattack.attacks.active._reading import normalised, ratio_images, share_read
-from fedattack.attacks.active.servers._front import check_frontable, fronted, shaped_like
-from fedattack.attacks.active.servers.inconsistency import describe_isolation, singled_out, victim_uplink
+from fedattack.attacks.active.servers._front import check_frontable, fronted, shaped_like, with_module
+from fedattack.attacks.active.servers.inconsistency import describe_isolation, singled_out, victim_model
 from fedattack.federation.active import ActiveSettings, ActiveThreatModel, Downlinks, Exchange, Readout
 from fedattack.options import one_of
 from fedattack.registry import UserError
@@ -90,8 +90,16 @@ class Imprint(ActiveThreatModel):
         out = {WEIGHT: (k, pixels), BIAS: (k,)}
         return {**out, OUT: (pixels, k)} if self.settings.output == "linear" else out
 
+    @property
+    def isolates(self) -> bool:
+        return bool(self.settings.isolate)
+
     def wire_schema(self) -> dict[str, dict[str, tuple[int, ...]]]:
-        return {"downlink": self.shapes, "uplink": self.shapes}
+        """The fronted method's wire beyond the method's: the module under each name the method
+        sends a parameter by (SCAFFOLD: c., dy. and dc.; q-FFL: delta.)."""
+        honest, front = self.target.wire_schema(), self.front_model(0.0).wire_schema()
+        return {"downlink": {n: s for n, s in front.downlink.items() if n not in honest.downlink},
+                "uplink": {n: s for n, s in front.uplink.items() if n not in honest.uplink}}
 
     def __init__(self, settings: ImprintSettings, target: Target, knowledge: object = None) -> None:
         super().__init__(settings, target, knowledge)  # type: ignore[arg-type]
@@ -99,12 +107,16 @@ class Imprint(ActiveThreatModel):
         self.alpha = settings.alpha
         self.tried: dict[str, float] = {}  # calibration: alpha -> share read back on public data
 
+    def front_model(self, alpha: float, target: Target | None = None) -> Target:
+        """The method's model (`target`'s: the method's own by default) with the module in front."""
+        return fronted(self.target if target is None else target, self.shapes, self.applying(alpha))
+
     def send(self, rnd: int, victim: int, server: State, honest: Downlinks) -> Downlinks:
         module = self.module(rnd)
         if not self.alpha:
             self.alpha = self.calibrate(module, honest)
-        model = fronted(honest.target, self.shapes, self.applying(self.alpha))
-        payloads = {k: {**self.scaled(module, self.alpha), **down} for k, down in honest.payloads.items()}
+        model, sent = self.front_model(self.alpha, honest.target), self.scaled(module, self.alpha)
+        payloads = {k: with_module(model, down, sent) for k, down in honest.payloads.items()}
         if self.settings.isolate:
             payloads = singled_out(payloads, victim, payloads[victim])
         return Downlinks(model, payloads)
@@ -147,8 +159,8 @@ class Imprint(ActiveThreatModel):
         data = LocalData(know.aux[:n], know.aux_labels[:n], know.aux[:0], know.aux_labels[:0])
         down = next(iter(honest.payloads.values()))
         for alpha in ALPHAS:
-            model = fronted(honest.target, self.shapes, self.applying(alpha))
-            sent = {**self.scaled(module, alpha), **down}
+            model = self.front_model(alpha, honest.target)
+            sent = with_module(model, down, self.scaled(module, alpha))
             private = honest.target.init_private(0, down, generator(know.seed, "imprint:calibrate"))
             ctx = ClientContext(0, 0, know.seed, sequential_train, samples=n)
             up, _ = model.client_update(sent, private, data, ctx)
@@ -162,7 +174,8 @@ class Imprint(ActiveThreatModel):
 
     def read(self, seen: Exchange) -> Readout:
         """Each bin: the difference of its two units' updates, weight over bias."""
-        sent, got = seen.sent[seen.victim], victim_uplink(seen, self.settings.isolate)
+        sent = seen.sent[seen.victim]
+        got = victim_model(seen, self.settings.isolate, self.front_model(0.0, seen.target))
         cuts = -sent[BIAS].double()
         order = torch.argsort(cuts)
         d_weight = (got[WEIGHT].double() - sent[WEIGHT].double())[order]

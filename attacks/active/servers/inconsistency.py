@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from fedattack.attacks.active._reading import first_dense, layer_update, ratio_images
+from fedattack.attacks.active._reading import first_dense, layer_update, ratio_images, trained
 from fedattack.attacks.data_reconstruction.levels import pixel_levels
 from fedattack.attacks.data_reconstruction.unmix import FirstLayer, Search, unmix
 from fedattack.federation.active import ActiveThreatModel, Downlinks, Exchange, Readout
@@ -45,7 +45,7 @@ class ModelInconsistency(ActiveThreatModel):
         return Downlinks(honest.target, singled_out(honest.payloads, victim, honest.payloads[victim]))
 
     def read(self, seen: Exchange) -> Readout:
-        d_weight, d_bias = layer_update(seen.sent[seen.victim], victim_uplink(seen, isolate=True), seen.target)
+        d_weight, d_bias = layer_update(seen.sent[seen.victim], victim_model(seen, isolate=True), seen.target)
         layer = FirstLayer(d_weight, d_bias)
         n = seen.samples[seen.victim]
         norm = seen.target.ctx.normalization
@@ -68,6 +68,13 @@ def suppressed(payload: Payload) -> Payload:
     return {n: torch.zeros_like(t) for n, t in payload.items()}
 
 
+def victim_model(seen: Exchange, isolate: bool, target: Target | None = None) -> State:
+    """The parameters the victim trained, as far as the server can tell (`victim_uplink`,
+    decoded as the method declares its wire; `target`: the model it was sent, if not the
+    method's own, e.g. one with the imprint in front)."""
+    return trained(seen.target if target is None else target, seen.sent[seen.victim], victim_uplink(seen, isolate))
+
+
 def victim_uplink(seen: Exchange, isolate: bool) -> Payload:
     """What the victim sent as far as the server can tell: its own uplink when the server sees
     uplinks one by one; under secure aggregation the aggregate, or, when the other clients got
@@ -79,7 +86,9 @@ def victim_uplink(seen: Exchange, isolate: bool) -> Payload:
 
 def isolated(seen: Exchange) -> Payload:
     """The victim's uplink from the aggregate A = sum_k w_k up_k / sum_k w_k (w_k = n_k, or 1 when
-    the aggregate is the plain mean): every other client sent back what it was sent."""
+    the aggregate is the plain mean): every other client sent back what it was sent (a tensor
+    under a name its downlink carries: the model of zeros it trained without moving it), or an
+    update of zeros (a tensor only uplinks carry: SCAFFOLD's dy)."""
     weights = {k: 1.0 if seen.unweighted else float(seen.samples[k]) for k in seen.sent}
     total, own = sum(weights.values()), weights[seen.victim]
     aggregate = seen.received[seen.victim]

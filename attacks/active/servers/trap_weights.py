@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import torch
 
 from fedattack.attacks.active._reading import first_dense, layer_update, normalised, ratio_images
-from fedattack.attacks.active.servers.inconsistency import describe_isolation, singled_out, victim_uplink
+from fedattack.attacks.active.servers.inconsistency import describe_isolation, singled_out, victim_model
 from fedattack.federation.active import ActiveSettings, ActiveThreatModel, Downlinks, Exchange, Readout
 from fedattack.registry import UserError
 from fedattack.rng import generator
@@ -71,6 +71,10 @@ class TrapWeights(ActiveThreatModel):
         super().__init__(settings, target, knowledge)  # type: ignore[arg-type]
         self.layer = first_dense(target)
 
+    @property
+    def isolates(self) -> bool:
+        return bool(self.settings.isolate)
+
     def send(self, rnd: int, victim: int, server: State, honest: Downlinks) -> Downlinks:
         payloads = {k: {**down, **self.traps(down, rnd)} for k, down in honest.payloads.items()}
         if self.settings.isolate:
@@ -110,7 +114,7 @@ class TrapWeights(ActiveThreatModel):
 
     def read(self, seen: Exchange) -> Readout:
         """Every unit: its weight update over its bias update."""
-        got = victim_uplink(seen, self.settings.isolate)
+        got = victim_model(seen, self.settings.isolate)
         images, info = ratio_images(*layer_update(seen.sent[seen.victim], got, seen.target), seen.target)
         return Readout(images, {"reading": "unit ratios of the first dense layer", **info,
                                 **describe_isolation(seen, self.settings.isolate)})

@@ -30,12 +30,16 @@ class EmbeddingClustersOptions:
     shuffle: proportion of samples whose client is re-dealt at random (0 to 1). embedding: the
     extractor (as cgau's `extractor`): central (a network trained on the dataset's test split,
     which no client holds), central:<zoo model>, torchvision:<arch> with extractor_weights=<file>
-    (and extractor_size), or pixels. test_fraction: each client's local test share. The images
-    are the dataset the federation trains on, handed over by the caller.
+    (and extractor_size), or pixels. embedding_data: the dataset a central extractor is trained
+    on (as cgau's `extractor_data`; default: the federation's own), so that the clients can be
+    clustered, as in the CGAU paper, by a network not trained on the data at hand.
+    test_fraction: each client's local test share. The images are the dataset the federation
+    trains on, handed over by the caller.
     """
 
     shuffle: float = 0.0
     embedding: str = "central"
+    embedding_data: str = ""
     extractor_weights: str = ""
     extractor_size: int = 0
     test_fraction: float = 0.2
@@ -82,7 +86,7 @@ def embeddings(data: PartitionInput, options: EmbeddingClustersOptions) -> np.nd
     if dataset is None:
         raise UserError("embedding-clusters needs the dataset's images, not only its labels; "
                         "pass the Dataset to make_partition")
-    spec = ExtractorSpec(options.embedding, dataset.name, options.extractor_weights,
+    spec = ExtractorSpec(options.embedding, options.embedding_data or dataset.name, options.extractor_weights,
                          options.extractor_size)
     extractor = build_extractor(spec, dataset.input_shape, dataset.num_classes, dataset)
     return embed(extractor, dataset.x_train).numpy().astype(np.float64)

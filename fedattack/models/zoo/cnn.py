@@ -1,7 +1,9 @@
-"""Convolutional networks of the seed papers: the WAFFLe FMNIST and CIFAR-10 CNNs and LeNet-5."""
+"""Convolutional networks of the seed papers: the WAFFLe FMNIST and CIFAR-10 CNNs, LeNet-5 and
+Dimitrov et al.'s CNN; each declares what it computes (`ConvNet.layout`) for the step kernels."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -10,22 +12,51 @@ from torch import nn
 from fedattack.models.layers import Layers
 from fedattack.registry import MODELS
 
+POOL_SIZE = 2  # every ConvNet pools 2x2, wherever the map is at least that large (`pools`)
+POOLS: dict[str, Callable[..., torch.Tensor]] = {"max": nn.functional.max_pool2d, "avg": nn.functional.avg_pool2d}
+
+
+@dataclass(frozen=True)
+class Conv:
+    """One convolution of a `ConvNet` as its forward computes it: every fact a step kernel
+    would have to reproduce (`nn.Conv2d`'s geometry and bias)."""
+
+    name: str
+    padding: tuple[int, int]
+    stride: tuple[int, int] = (1, 1)
+    dilation: tuple[int, int] = (1, 1)
+    groups: int = 1
+    padding_mode: str = "zeros"
+    bias: bool = True
+
 
 @dataclass(frozen=True)
 class ConvLayout:
-    """A `ConvNet` of plain layers, as the `conv` kernel computes it: the convolutions (name,
-    padding) and the fully connected layers, in order."""
+    """What a `ConvNet` computes, declared whole so a kernel is chosen only where it computes
+    every part of it (`fedattack.kernels.conv.computes`): each convolution, then `activation`,
+    then `pool`-pooling (2x2, where `pools`); no normalisation (`norm`); then the fully connected
+    layers (name, whether it has a bias) with `activation` between them and none after the last."""
 
-    convs: tuple[tuple[str, int], ...]
-    fcs: tuple[str, ...]
+    convs: tuple[Conv, ...]
+    fcs: tuple[tuple[str, bool], ...]
+    pool: str  # "max" or "avg"
+    activation: str = "relu"
+    norm: str | None = None
+    pool_size: int = POOL_SIZE
 
     @property
     def convs_and_fcs(self) -> tuple[str, ...]:
-        return tuple(name for name, _ in self.convs) + self.fcs
+        return tuple(c.name for c in self.convs) + tuple(name for name, _ in self.fcs)
+
+
+def pools(h: torch.Tensor) -> bool:
+    """Whether a block pools this feature map: only where both sides hold a whole window (the
+    rule one definition fits 8x8, 28x28 and 32x32 inputs by; the conv kernel applies it too)."""
+    return min(h.shape[-2:]) >= POOL_SIZE
 
 
 class ConvNet(nn.Module):
-    """Conv (ReLU, 2x2 max-pool) blocks, then fully connected layers.
+    """Conv (ReLU, 2x2 pooling) blocks, then fully connected layers.
 
     Layers are named `conv1..`, `fc1..` so a method can factorise them by name. The flattened
     size is found by a dry run, so one definition fits 8x8, 28x28 and 32x32 inputs. Pooling is
@@ -42,7 +73,10 @@ class ConvNet(nn.Module):
         pool: str = "max",
     ) -> None:
         super().__init__()
-        self.pool = nn.functional.max_pool2d if pool == "max" else nn.functional.avg_pool2d
+        if pool not in POOLS:
+            raise ValueError(f"pool={pool!r}: use one of {', '.join(POOLS)}")
+        self.pool_kind = pool
+        self.pool = POOLS[pool]
         c_in = input_shape[0]
         self.num_convs = len(convs)
         for i, (c_out, kernel, padding) in enumerate(convs, start=1):
@@ -56,21 +90,25 @@ class ConvNet(nn.Module):
             self.add_module(f"fc{i + 1}", layers.linear(f"fc{i + 1}", sizes[i], sizes[i + 1]))
 
     def layout(self) -> ConvLayout | None:
-        """The layers, if each is plain: a stride-1, undilated, ungrouped, zero-padded
-        `nn.Conv2d` with a bias and square padding, and `nn.Linear` layers with biases (what the
-        `conv` kernel computes, `fedattack.kernels.conv`); None where a method replaced some."""
+        """What this network computes (see `ConvLayout`), where its layers are the plain
+        `nn.Conv2d` and `nn.Linear` whose facts the layout states and `forward` is this class's;
+        None where a method replaced some layer (WAFFLe's factorised ones) or a subclass its own
+        forward, whose computation no declaration here describes."""
+        if type(self).forward is not ConvNet.forward or type(self).features is not ConvNet.features:
+            return None
         convs = [getattr(self, f"conv{i}") for i in range(1, self.num_convs + 1)]
         fcs = [getattr(self, f"fc{i}") for i in range(1, self.num_fcs + 1)]
-        if not all(_plain_conv(c) for c in convs) or any(type(f) is not nn.Linear or f.bias is None for f in fcs):
+        if any(type(c) is not nn.Conv2d for c in convs) or any(type(f) is not nn.Linear for f in fcs):
             return None
-        return ConvLayout(tuple((f"conv{i}", c.padding[0]) for i, c in enumerate(convs, start=1)),
-                          tuple(f"fc{i}" for i in range(1, len(fcs) + 1)))
+        return ConvLayout(tuple(_declared(f"conv{i}", c) for i, c in enumerate(convs, start=1)),
+                          tuple((f"fc{i}", f.bias is not None) for i, f in enumerate(fcs, start=1)),
+                          pool=self.pool_kind)
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
         for i in range(1, self.num_convs + 1):
             x = getattr(self, f"conv{i}")(x).relu()
-            if min(x.shape[-2:]) >= 2:
-                x = self.pool(x, 2)
+            if pools(x):
+                x = self.pool(x, POOL_SIZE)
         return x.flatten(1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -82,10 +120,16 @@ class ConvNet(nn.Module):
         return x
 
 
-def _plain_conv(conv: nn.Module) -> bool:
-    return (type(conv) is nn.Conv2d and conv.bias is not None and conv.stride == (1, 1)
-            and conv.dilation == (1, 1) and conv.groups == 1 and conv.padding_mode == "zeros"
-            and isinstance(conv.padding, tuple) and conv.padding[0] == conv.padding[1])
+def _declared(name: str, conv: nn.Conv2d) -> Conv:
+    return Conv(name, _pair(conv.padding), _pair(conv.stride), _pair(conv.dilation), conv.groups,
+                conv.padding_mode, conv.bias is not None)
+
+
+def _pair(value: object) -> tuple[int, int]:
+    """A conv's (height, width) setting; (-1, -1) for a padding given by name ("same", "valid")."""
+    if isinstance(value, tuple) and len(value) == 2:
+        return int(value[0]), int(value[1])
+    return (-1, -1)
 
 
 @MODELS.register("fmnist-cnn")

@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
 from fedattack.models.layers import Layers
 from fedattack.registry import MODELS
+
+
+@dataclass(frozen=True)
+class DenseLayout:
+    """What an `MLP` computes, declared whole for the step kernels (`fedattack.kernels.dense`):
+    the input flattened, then the layers (name, whether it has a bias) in order, `activation`
+    between them and none after the last; no normalisation (`norm`)."""
+
+    layers: tuple[tuple[str, bool], ...]
+    activation: str = "relu"
+    norm: str | None = None
 
 
 class MLP(nn.Module):
@@ -25,11 +37,22 @@ class MLP(nn.Module):
         """The layers in the order `forward` applies them (ReLU between, none after the last)."""
         return tuple(f"fc{i}" for i in range(1, self.depth + 1))
 
-    def dense_layers(self) -> tuple[str, ...] | None:
-        """The chain, if every layer in it is a plain `nn.Linear` (what the `dense` kernel
-        computes, `fedattack.kernels.dense`); None where a method replaced some of them."""
+    def layout(self) -> DenseLayout | None:
+        """What this network computes (see `DenseLayout`), where every layer is a plain
+        `nn.Linear` and `forward` is this class's; None where a method replaced some layer or a
+        subclass the forward, which no declaration here describes."""
         chain = self.chain()
-        return chain if all(type(getattr(self, name)) is nn.Linear for name in chain) else None
+        if type(self).forward is not MLP.forward or any(type(getattr(self, n)) is not nn.Linear for n in chain):
+            return None
+        return DenseLayout(tuple((n, getattr(self, n).bias is not None) for n in chain))
+
+    def dense_layers(self) -> tuple[str, ...] | None:
+        """The chain, where the layout is plain `nn.Linear` layers with biases and ReLU between
+        (what the `dense` kernel and a contributor's MLP kernel compute); None otherwise."""
+        layout = self.layout()
+        if layout is None or layout.activation != "relu" or layout.norm is not None:
+            return None
+        return self.chain() if all(bias for _, bias in layout.layers) else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x.flatten(1)

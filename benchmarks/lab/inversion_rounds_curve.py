@@ -1,7 +1,7 @@
 """Update inversion by an eavesdropper who sees the same client for many rounds (#33 item 4):
 the share of its images recovered above 20 dB against images per client and rounds used.
 
-    FEDATTACK_DATA=../shared/datasets .venv/bin/python benchmarks/inversion_rounds_curve.py \\
+    FEDATTACK_DATA=../shared/datasets .venv/bin/python benchmarks/lab/inversion_rounds_curve.py \\
         --sizes 50 200 480 1000 2400 --rounds 1 5 20 0 --work /work/scratch/inversion \\
         --table rounds.md --plot docs/update-inversion-rounds.png
 

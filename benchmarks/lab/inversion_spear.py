@@ -2,7 +2,7 @@
 reading (`unmix`), on SPEAR's kind of setting: one gradient step (FedSGD) of a batch of b images
 through a ReLU MLP at its initialisation, labels unknown to both (neither reads them).
 
-    FEDATTACK_DATA=../shared/datasets .venv/bin/python benchmarks/inversion_spear.py \\
+    FEDATTACK_DATA=../shared/datasets .venv/bin/python benchmarks/lab/inversion_spear.py \\
         --datasets mnist cifar10 --batches 1 5 10 15 20 --victims 5 --table out.md
 
 Per dataset and batch size, `--victims` batches of b random training images (seeded), each one

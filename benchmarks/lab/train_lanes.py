@@ -4,8 +4,8 @@
 2-core machine two single-threaded trainings side by side finish more runs an hour than one
 two-threaded one, so the reproduction runs were trained with
 
-    OMP_NUM_THREADS=1 python benchmarks/train_lanes.py EXPERIMENT.toml --out DIR --lane 0 --lanes 2 &
-    OMP_NUM_THREADS=1 python benchmarks/train_lanes.py EXPERIMENT.toml --out DIR --lane 1 --lanes 2
+    OMP_NUM_THREADS=1 python benchmarks/lab/train_lanes.py EXPERIMENT.toml --out DIR --lane 0 --lanes 2 &
+    OMP_NUM_THREADS=1 python benchmarks/lab/train_lanes.py EXPERIMENT.toml --out DIR --lane 1 --lanes 2
 
 Lane k trains the federations whose place in the plan is k modulo the number of lanes, into
 `DIR/runs/<ident>`, skipping complete ones and re-reading the file after each run; a later

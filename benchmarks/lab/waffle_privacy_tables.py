@@ -5,7 +5,7 @@ JSON per victim, threat model and reconstruction); this prints them as the table
 docs/lab/reproduction.md, grouped by the victim's subpopulation where the run's partition has two
 (multimodal), so the figures on the page come from the files, not from hand copying:
 
-    python benchmarks/waffle_privacy_tables.py RESULTS_DIR...
+    python benchmarks/lab/waffle_privacy_tables.py RESULTS_DIR...
 
 Inversion: mean ± std over victims (ddof = 0) of PSNR and attack accuracy, on the victim's
 classes and on all ten. Factor recovery: per strategy, summed over victims and factorised

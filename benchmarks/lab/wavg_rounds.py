@@ -1,6 +1,6 @@
 """Round by round of a recorded WAFFLE (`waffle-wavg`) run: each agent's weight and update size.
 
-    python benchmarks/wavg_rounds.py RUN --from 17 --to 32
+    python benchmarks/lab/wavg_rounds.py RUN --from 17 --to 32
 
 For a run trained with `--record all`: per round, the server's weights (Algorithm 1, before
 smoothing, from `server.pt`), the norm of Alice's model and of c on her downlink, the agents
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from fedattack.federation.rundir import Federation  # noqa: E402
 from fedattack.federation.storage import load_tensors  # noqa: E402

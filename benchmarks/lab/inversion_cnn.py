@@ -1,7 +1,7 @@
 """Update inversion through convolutional networks (#36): the experiments of docs/privacy.md,
 trained, attacked and tabulated from one command.
 
-    FEDATTACK_DATA=../shared/datasets .venv/bin/python benchmarks/inversion_cnn.py \\
+    FEDATTACK_DATA=../shared/datasets .venv/bin/python benchmarks/lab/inversion_cnn.py \\
         --experiments dimitrov-mnist dimitrov-fmnist --work /work/scratch/inversion --table out.md
 
 Each experiment is a FedAvg federation of one round whose clients hold exactly N training

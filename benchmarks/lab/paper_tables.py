@@ -1,7 +1,7 @@
 """WAFFLe's Tables 2 and 1 (as docs/lab/reproduction.md prints them) from run directories, ours
 beside the paper's numbers (`fedattack.reports.paper_numbers`), so no cell is copied by hand:
 
-    python benchmarks/paper_tables.py runs/fmnist/runs/*
+    python benchmarks/lab/paper_tables.py runs/fmnist/runs/*
 
 Table 2: mean local test accuracy at the last round per (partition, method), mean ± std over
 the seeds (ddof = 0) and each seed's value; Table 1: the multimodal subpopulations. Runs are
@@ -64,7 +64,7 @@ def table2(groups: dict[str, list[dict[str, Any]]]) -> str:
         lines.append(f"| {dataset} " * named
                      + f"| {NAMES.get(partition, partition)} | {method} | {hyper} | {seeds} | {each} | "
                      f"{_pm([r['mean'] for r in rows])} | "
-                     f"{paper('waffle-ibp:table1', dataset, partition, method, 'mean')} | {wall} |")
+                     f"{paper('waffle-ibp:table2', dataset, partition, method, 'mean')} | {wall} |")
     return "\n".join(lines)
 
 
@@ -77,7 +77,7 @@ def table1(groups: dict[str, list[dict[str, Any]]]) -> str:
         if partition != "multimodal":
             continue
         cells = [f"{_pm([r.get(k) for r in rows], 0 if k == 'variance' else 2)} "
-                 f"({paper('waffle-ibp:table2', dataset, partition, method, k)})"
+                 f"({paper('waffle-ibp:table1', dataset, partition, method, k)})"
                  for k in ("majority", "minority", "gap", "variance")]
         seeds = ",".join(str(r["seed"]) for r in rows)
         lines.append(f"| {dataset} " * named + f"| {method} | {hyper} | {seeds} | " + " | ".join(cells) + " |")

@@ -1,6 +1,6 @@
 """One client-level audit of a digits FedAvg federation (the small table of docs/defences.md).
 
-Usage: python docs/defences_digits_audit.py SIGMA|none client  -> client-SIGMA.json here.
+Usage: python benchmarks/lab/defences_digits_audit.py SIGMA|none client  -> client-SIGMA.json here.
 """
 
 from __future__ import annotations

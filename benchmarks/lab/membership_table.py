@@ -1,7 +1,7 @@
 """The membership table of docs/privacy.md from result folders (`fedattack evaluate --out`).
 
-    .venv/bin/python docs/membership_table.py RESULTS [RESULTS ...] [--baseline membership] [--per-victim]
-    .venv/bin/python docs/membership_table.py --sweep SWEEP   # an experiment's --out (Table 3)
+    .venv/bin/python benchmarks/lab/membership_table.py RESULTS [RESULTS ...] [--baseline membership] [--per-victim]
+    .venv/bin/python benchmarks/lab/membership_table.py --sweep SWEEP   # an experiment's --out (Table 3)
 
 With --sweep: one row per federation (seed) and result, then one row per setting seen on several
 seeds with the mean over seeds and a bootstrap interval of that mean (`mean_over_seeds`).

@@ -13,7 +13,7 @@ Two measurements:
   (`fedattack.audit.audit`): median over seeds, for many canary counts m;
 - real: `audit_federation` with the planted bug, at the counts the idealised run points at.
 
-    python docs/defences_audit_power.py [--real] > table.md
+    python benchmarks/lab/defences_audit_power.py [--real] > table.md
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from fedattack.audit import AuditSpec, audit, audit_federation
 from fedattack.defences import _accountant
 
 SIGMA, ROUNDS, DELTA = 8.0, 2, 1e-5
-BUGS = Path(__file__).resolve().parents[1] / "tests" / "defences" / "planted_dp_bugs.py"
+BUGS = Path(__file__).resolve().parents[2] / "tests" / "defences" / "planted_dp_bugs.py"
 
 
 def idealised(k: float, m: int, seeds: int) -> list[float]:

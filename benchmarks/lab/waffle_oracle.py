@@ -11,7 +11,7 @@ learning is what fails; if not, the factorised model is the bottleneck.
 
 Not a method of fedattack (a `--plugin` file, so the public `waffle-ibp` stays as documented):
 
-    fedattack train --plugin benchmarks/waffle_oracle.py --method waffle-oracle \\
+    fedattack train --plugin benchmarks/lab/waffle_oracle.py --method waffle-oracle \\
         --set r_init_mean=1 --set oracle=halves --dataset mnist --partition multimodal ...
 
 The group is read off the client's own training labels (the oracle is told what WAFFLe has to

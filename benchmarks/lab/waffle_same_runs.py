@@ -5,7 +5,7 @@ settings train; the reproduction tables reuse runs made before the name existed 
 This compares the final server and private states tensor by tensor (`torch.equal`) and the
 accuracies of every evaluated round:
 
-    python benchmarks/waffle_same_runs.py RUN_A RUN_B      # exit status 1 when they differ
+    python benchmarks/lab/waffle_same_runs.py RUN_A RUN_B      # exit status 1 when they differ
 """
 
 from __future__ import annotations

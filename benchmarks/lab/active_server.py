@@ -3,18 +3,22 @@ secure aggregation, under client-level DP at three noise levels, under sample-le
 WAFFLe, on MNIST and CIFAR-10, beside the passive eavesdropper on the same clients; and what the
 client-side check (`downlink-check`) stops and how often it refuses an honest downlink.
 
-    FEDATTACK_DATA=../shared/datasets python docs/active_server.py run --out /tmp/active [--only WORD]
-    python docs/active_server.py table --out /tmp/active > tables.md
+    FEDATTACK_DATA=../shared/datasets python benchmarks/lab/active_server.py run --out /tmp/active [--only WORD]
+    python benchmarks/lab/active_server.py evidence --out /tmp/active   # docs/evidence/active-server/*.json
+    python benchmarks/lab/active_server.py table --out /tmp/active      # the page's tables, from that evidence
+    python benchmarks/lab/active_server.py figure --out /tmp/active     # docs/active-server.png
 
-`run` trains each cell's federation and evaluates it into OUT/<cell>/ (a cell whose summary
+`run` trains each cell's federation and evaluates it into OUT/<cell>/ (a cell whose done.json
 exists is skipped, so the same command continues after an interruption), then deletes the run
 directory (transcripts of acting rounds are hundreds of MB) unless --keep. Every cell acts in
 rounds 1-12 of a federation of 12 rounds, seed 0; its victims are the 12 clients an isolating
 server picks (the lowest-numbered sampled client it has not attacked yet, each round: the
 sampling depends only on the seed, so they are the same clients in every cell), and every
-attack is scored on those clients. `table` prints per cell and attack the mean share of a
-victim's images recovered above 20 dB and above 40 dB with 95% percentile-bootstrap intervals
-over the victims (scipy), n, and the chance baseline.
+attack is scored on those clients. The server's reading is scored twice on the same rounds:
+by `readout` as it is, and by `readout-before` (defined here), the readout of 80c64d1, which
+dropped the later of two candidates within a cosine of 0.999 before matching (the page's before
+and after). `evidence` writes each table's per-victim rows, which
+`benchmarks/lab/active_server_tables.py` renders (mean over victims, 95% percentile bootstrap).
 """
 
 from __future__ import annotations
@@ -30,6 +34,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from fedattack.attacks.active._reading import SAME
+from fedattack.attacks.active.readout import Readout
+from fedattack.attacks.base import Adversary
+from fedattack.attacks.data_reconstruction.family import Reconstructions
 from fedattack.attacks.evaluation.evaluate import evaluate_run
 from fedattack.defences import parse_defence
 from fedattack.evaluation import EvaluationSpec
@@ -51,7 +59,8 @@ def dp(sigma: float) -> str:
 
 @dataclass(frozen=True)
 class Setting:
-    """A dataset's federation (the same clients in every cell) and the imprint's size there."""
+    """A dataset's federation (the same clients in every cell) and the imprint's size there; the
+    name gives the images a client trains on (MNIST-480: 600 a client, 20% held out to test)."""
 
     name: str
     spec: FederationSpec
@@ -62,7 +71,7 @@ MNIST = Setting("mnist", FederationSpec(
     dataset="mnist", model="mnist-mlp", partition="iid", partition_options={"test_fraction": 0.5},
     num_clients=600, fraction=10 / 600, rounds=ROUNDS, recipe=Recipe(epochs=5, batch_size=5, lr=0.04),
     seed=0, record="all", eval_every=ROUNDS, executor="batched"), bins=500)
-MNIST_LARGE = Setting("mnist-600", FederationSpec(
+MNIST_LARGE = Setting("mnist-480", FederationSpec(
     dataset="mnist", model="mnist-mlp", partition="iid", num_clients=100, fraction=0.1, rounds=ROUNDS,
     recipe=Recipe(epochs=5, batch_size=10, lr=0.04), seed=0, record="all", eval_every=ROUNDS,
     executor="batched"), bins=2000)
@@ -71,6 +80,8 @@ CIFAR = Setting("cifar10", FederationSpec(
     recipe=Recipe(epochs=1, batch_size=10, lr=0.02), seed=0, record="all", eval_every=ROUNDS,
     executor="batched"), bins=500)
 WAFFLE = {"method": "waffle-ibp", "hyper": {"recipe": "personal"}}
+# methods whose uplink is not the model: SCAFFOLD's (dy, dc), q-FFL's scaled delta and h (issue #50)
+SCAFFOLD, QFFL = {"method": "scaffold"}, {"method": "qffl"}
 
 
 @dataclass(frozen=True)
@@ -132,6 +143,7 @@ def mnist_cells(s: Setting) -> list[Cell]:
     cells += [Cell(s, ("dp-fedavg:clip_norm=1.0,noise_multiplier=1.0,noise=server",), imprint(s))]
     cells += [Cell(s, method=WAFFLE, passive=True), Cell(s, active=imprint(s), method=WAFFLE),
               Cell(s, active=TRAP, method=WAFFLE)]
+    cells += [Cell(s, active=attack, method=method) for method in (SCAFFOLD, QFFL) for attack in (imprint(s), TRAP)]
     cells += [Cell(s, (CHECK,), imprint(s)), Cell(s, (CHECK,), TRAP),
               Cell(s, (CHECK, SECURE), imprint(s, ",isolate=true")), Cell(s, (CHECK, SECURE), ALONE)]
     return cells
@@ -154,10 +166,15 @@ def cifar_cells(s: Setting) -> list[Cell]:
     return cells
 
 
+CHECKED_ROUNDS = 40
+
+
 def honest_checks() -> list[Cell]:
     """Honest federations with the check, long enough for clients to come back (false alarms)."""
-    return [Cell(MNIST_LARGE, (CHECK,), rounds=40), Cell(MNIST_LARGE, (CHECK,), method=WAFFLE, rounds=40),
-            Cell(CIFAR, (CHECK,), rounds=40)]
+    return [Cell(MNIST_LARGE, (CHECK,), rounds=CHECKED_ROUNDS),
+            Cell(MNIST_LARGE, (CHECK,), method=WAFFLE, rounds=CHECKED_ROUNDS),
+            Cell(MNIST_LARGE, (CHECK,), method=SCAFFOLD, rounds=CHECKED_ROUNDS),
+            Cell(CIFAR, (CHECK,), rounds=CHECKED_ROUNDS)]
 
 
 CELLS = [*mnist_cells(MNIST), *large_cells(MNIST_LARGE), *cifar_cells(CIFAR), *honest_checks()]
@@ -181,8 +198,10 @@ def run_cell(cell: Cell, out: Path, data_root: str | None, keep: bool) -> None:
     run = train_federation(cell.spec(), folder / "run", data_root=data_root, overwrite=True, progress=False)
     trained = time.perf_counter() - started
     manifest = Federation(run, deep_verify=False).manifest
+    partition = Federation(run, deep_verify=False).partition()
     facts = {"cell": cell.name, "seconds_training": round(trained, 1), "utility": manifest.get("utility"),
-             "active": manifest.get("active_adversary"), "defences": manifest.get("defences")}
+             "active": manifest.get("active_adversary"), "defences": manifest.get("defences"),
+             "train_images": {str(v): len(partition.clients[v].train) for v in victims(cell.setting)}}
     if cell.false_alarms:
         facts["least_row_cosine"] = least_similarity(Federation(run))
     else:
@@ -194,10 +213,32 @@ def run_cell(cell: Cell, out: Path, data_root: str | None, keep: bool) -> None:
     print(f"{cell.name}: {facts['seconds_total']:.0f} s", flush=True)
 
 
+class ReadoutBefore(Readout):
+    """The readout as it was at 80c64d1 (issue #50): of two candidates within a cosine of 0.999
+    the later was dropped before matching, whichever of them was the exact read."""
+
+    name = "readout-before"
+
+    def reconstruct(self, adv: Adversary, gen: torch.Generator) -> Reconstructions:
+        found = super().reconstruct(adv, gen)
+        if "distinct" not in found.info:  # not unit ratios (model inconsistency's span): never de-duplicated
+            return found
+        return Reconstructions(earlier_kept(found.images), {**found.info, "de-duplicated": "the earlier kept"})
+
+
+def earlier_kept(images: torch.Tensor) -> torch.Tensor:
+    """80c64d1's `distinct`: an image is dropped when an earlier one is within cosine `SAME`."""
+    if len(images) < 2:
+        return images
+    flat = images.flatten(1).double()
+    unit = flat / flat.norm(dim=1, keepdim=True).clamp_min(1e-12)
+    return images[~(torch.tril(unit @ unit.T, diagonal=-1) > SAME).any(1)]
+
+
 def evaluate_cell(cell: Cell, run: Path, folder: Path, data_root: str | None) -> None:
     chosen = tuple(victims(cell.setting))
-    evaluate_run(run, EvaluationSpec(threat_models=("server",), attacks=("readout",), victims=chosen),
-                 folder / "readout", data_root=data_root, progress=False)
+    evaluate_run(run, EvaluationSpec(threat_models=("server",), attacks=("readout", ReadoutBefore.name),
+                                     victims=chosen), folder / "readout", data_root=data_root, progress=False)
     if cell.passive:
         spec = EvaluationSpec(threat_models=("eavesdropper",), attacks=("update-inversion",), victims=chosen,
                               settings={"start": "first-layer", "iterations": 1})
@@ -221,28 +262,25 @@ def least_similarity(fed: Federation) -> dict[str, float]:
     return least
 
 
-def summarise(out: Path) -> list[dict[str, Any]]:
-    """Per cell and attack: the shares over victims with their intervals."""
-    from scipy.stats import bootstrap
-
+def victim_rows(out: Path) -> list[dict[str, Any]]:
+    """Per cell, reading and victim: the shares read (0 where the reading could not be applied:
+    it recovered nothing), the old readout's verbatim share beside the readout's, and chance."""
     rows = []
     for done in sorted(out.glob("*/done.json")):
         facts = json.loads(done.read_text())
-        if not (done.parent / "readout").is_dir():  # an honest federation with the check: no reading
-            rows.append({"cell": facts["cell"], "reading": "none", "facts": facts})
         for kind in ("readout", "passive"):
             results = [AttackResult.load(p) for p in sorted((done.parent / kind).glob("*victim*.json"))]
-            if not results:
-                continue
-            row: dict[str, Any] = {"cell": facts["cell"], "reading": kind, "n": len(results),
-                                   "applicable": sum(r.applicable for r in results), "facts": facts}
-            for key, alias in (("recovered_20", "share_recovered"), ("recovered_40", None)):
-                values = [metric(r, key, alias) for r in results]
-                row[key] = interval(np.array(values), bootstrap)
-            row["chance_20"] = float(np.mean([r.baselines.get("chance", {}).get("recovered_20", 0.0)
-                                              for r in results]))
-            row["notes"] = sorted({r.note for r in results if not r.applicable})
-            rows.append(row)
+            before = {r.victim: r for r in results if r.attack == ReadoutBefore.name}
+            for r in (r for r in results if r.attack != ReadoutBefore.name):
+                row = {"cell": facts["cell"], "reading": kind, "victim": r.victim, "applicable": r.applicable,
+                       "recovered_20": metric(r, "recovered_20", "share_recovered"),
+                       "recovered_40": metric(r, "recovered_40", None),
+                       "chance_20": r.baselines.get("chance", {}).get("recovered_20"),
+                       "chance_40": r.baselines.get("chance", {}).get("recovered_40"),
+                       "train_images": facts.get("train_images", {}).get(str(r.victim))}
+                if r.victim in before:
+                    row["recovered_40_before"] = metric(before[r.victim], "recovered_40", None)
+                rows.append(row)
     return rows
 
 
@@ -256,15 +294,6 @@ def metric(r: AttackResult, key: str, alias: str | None) -> float:
         psnr = r.extra.get("reconstruction_match", {}).get("psnr", [])
         return float(np.sum(np.array(psnr) > 40.0)) / max(1, r.extra.get("victim_images", len(psnr)))
     return float(r.metrics.get(alias or key, 0.0))
-
-
-def interval(values: np.ndarray, bootstrap: Any) -> list[float]:
-    mean = float(values.mean())
-    if len(values) < 2 or float(values.std()) == 0.0:
-        return [mean, mean, mean]
-    ci = bootstrap((values,), np.mean, confidence_level=0.95, method="percentile", n_resamples=2000,
-                   random_state=np.random.default_rng(0)).confidence_interval
-    return [mean, float(ci.low), float(ci.high)]
 
 
 COLUMNS = ("honest server", "passive eavesdropper", "imprint", "imprint (paper's output layer)",
@@ -288,68 +317,104 @@ def row_label(cell: Cell) -> str:
     return f"{method}" + (f" + {defences}" if defences else "")
 
 
-def share(interval_: list[float]) -> str:
-    mean, low, high = (100 * v for v in interval_)
-    return f"{mean:.0f}" if low == high else f"{mean:.0f} [{low:.0f}, {high:.0f}]"
+EVIDENCE = Path(__file__).resolve().parents[2] / "docs" / "evidence" / "active-server"
+RENDER = "benchmarks/lab/active_server_tables.py"
 
 
-def tables(rows: list[dict[str, Any]]) -> str:
-    """Markdown: per setting, one table per threshold, rows method + defences, columns the readings."""
-    by_name = {c.name: c for c in CELLS}
-    order = {c.name: i for i, c in enumerate(CELLS)}
-    out = []
+def save(table: str, function: str, rows: list[dict[str, Any]], **about: Any) -> Path:
+    path = EVIDENCE / f"{table}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"render": f"{RENDER}:{function}", **about, "rows": rows}, indent=1) + "\n")
+    return path
+
+
+def evidence(out: Path) -> list[Path]:
+    """Every table of the page as its per-victim (or per-federation) rows, under docs/evidence/."""
+    by_name, order = {c.name: c for c in CELLS}, {c.name: i for i, c in enumerate(CELLS)}
+    rows = sorted((r for r in victim_rows(out) if r["cell"] in by_name),
+                  key=lambda r: (order[r["cell"]], r["reading"] != "readout", r["victim"]))
+    written, acting = [], []
     for setting in (MNIST, MNIST_LARGE, CIFAR):
-        mine = sorted([(by_name[r["cell"]], r) for r in rows if r["cell"] in by_name
-                       and by_name[r["cell"]].setting is setting and not by_name[r["cell"]].false_alarms
-                       and CHECK not in by_name[r["cell"]].defences], key=lambda cr: order[cr[0].name])
+        mine = [(by_name[r["cell"]], r) for r in rows if by_name[r["cell"]].setting is setting
+                and CHECK not in by_name[r["cell"]].defences]
         if not mine:
             continue
         labels = list(dict.fromkeys(row_label(c) for c, _ in mine))
         used = [col for col in COLUMNS if any(column(c, r["reading"]) == col for c, r in mine)]
-        for key, title in (("recovered_20", "above 20 dB"), ("recovered_40", "above 40 dB (verbatim)")):
-            out.append(f"\n**{setting.name}: share of a victim's images recovered {title}** (%, mean "
-                       f"[95% bootstrap interval] over n = 12 victims)\n")
-            out.append("| method + defences | " + " | ".join(used) + " |")
-            out.append("| --- | " + " | ".join("---" for _ in used) + " |")
-            for label in labels:
-                cells = {column(c, r["reading"]): r for c, r in mine if row_label(c) == label}
-                out.append(f"| {label} | " + " | ".join(share(cells[col][key]) if col in cells else "-"
-                                                       for col in used) + " |")
-    return "\n".join(out + ["", check_table(rows)])
+        for key, name in (("recovered_20", "recovered-20"), ("recovered_40", "verbatim")):
+            cells = [{"row": row_label(c), "column": column(c, r["reading"]), "victim": r["victim"], key: r[key]}
+                     for c, r in mine]
+            written.append(save(f"{setting.name}-{name}", "shares", cells, setting=setting.name, metric=key,
+                                columns=used, row_order=labels, n_victims=len(victims(setting))))
+        acting += [{"setting": setting.name, "row": row_label(c), "column": column(c, "readout"),
+                    "victim": r["victim"], "recovered_40_before": r["recovered_40_before"],
+                    "recovered_40": r["recovered_40"]}
+                   for c, r in mine if c.active is not None and r["reading"] == "readout"]
+    written.append(save("verbatim-before-after", "before_after", acting))
+    written += check_evidence(out, rows, by_name)
+    return written
 
 
-def check_table(rows: list[dict[str, Any]]) -> str:
-    """What `downlink-check` stops (the attack with it beside without it) and its false alarms."""
-    by_name = {c.name: c for c in CELLS}
-    out = ["| setting | attack | recovered > 20 dB without the check | with it | downlinks refused |",
-           "| --- | --- | --- | --- | --- |"]
-    shares = {r["cell"]: r for r in rows if r["reading"] == "readout"}
-    for r in rows:
-        cell = by_name.get(r["cell"])
-        if cell is None or CHECK not in cell.defences or cell.false_alarms or r["reading"] != "readout":
+def check_evidence(out: Path, rows: list[dict[str, Any]], by_name: dict[str, Cell]) -> list[Path]:
+    """What the check stops (each checked cell beside its twin without the check), and its false alarms."""
+    stops, refusals = [], {}
+    for cell in CELLS:
+        if CHECK not in cell.defences or cell.false_alarms or not (out / cell.name / "done.json").exists():
             continue
         twin = replace(cell, defences=tuple(d for d in cell.defences if d != CHECK))
-        before = shares.get(twin.name)
-        out.append(f"| {cell.setting.name}{' + secure aggregation' if SECURE in cell.defences else ''} | "
-                   f"{column(cell, 'readout')} | {share(before['recovered_20']) if before else '-'} | "
-                   f"{share(r['recovered_20'])} | {refused(r['facts'])} |")
-    out += ["", "| honest federation (40 rounds) | downlinks checked | refused (false alarms) | "
-                "lowest mean row cosine between a client's two downlinks |", "| --- | --- | --- | --- |"]
-    for r in sorted({r["cell"]: r for r in rows}.values(), key=lambda r: r["cell"]):
-        cell = by_name.get(r["cell"])
-        if cell is None or not cell.false_alarms:
-            continue
-        acc = next(d["accounting"] for d in r["facts"]["defences"] if d["name"] == CHECK)
-        least = ", ".join(f"{k} {v:.2f}" for k, v in r["facts"].get("least_row_cosine", {}).items())
-        out.append(f"| {cell.setting.name} {cell.method.get('method', 'fedavg')} | {acc['checked']} | "
-                   f"{acc['refused']} | {least} |")
+        setting = cell.setting.name + (" + secure aggregation" if SECURE in cell.defences else "")
+        attack = column(cell, "readout")
+        for name, checked in ((twin.name, False), (cell.name, True)):
+            stops += [{"setting": setting, "attack": attack, "checked": checked, "victim": r["victim"],
+                       "recovered_20": r["recovered_20"]}
+                      for r in rows if r["cell"] == name and r["reading"] == "readout"]
+        refusals[f"{setting}|{attack}"] = accounting(json.loads((out / cell.name / "done.json").read_text()))
+    alarms = []
+    for cell in (c for c in CELLS if c.false_alarms and (out / c.name / "done.json").exists()):
+        facts = json.loads((out / cell.name / "done.json").read_text())
+        acc = accounting(facts)
+        alarms.append({"federation": f"{cell.setting.name} {cell.method.get('method', 'fedavg')}",
+                       "checked": acc["checked"], "refused": acc["refused"],
+                       "least_row_cosine": facts.get("least_row_cosine", {})})
+    return [save("check-stops", "check_stops", stops, refused=refusals),
+            save("check-false-alarms", "false_alarms", alarms, rounds=CHECKED_ROUNDS)]
+
+
+def accounting(facts: dict[str, Any]) -> dict[str, Any]:
+    acc = next((d.get("accounting", {}) for d in facts.get("defences") or [] if d["name"] == CHECK), {})
+    return {"checked": acc.get("checked", 0), "refused": acc.get("refused", 0), "reasons": acc.get("reasons", {})}
+
+
+def tables() -> str:
+    """The page's tables, rendered from the evidence `evidence` wrote (as the page holds them)."""
+    import importlib.util
+
+    found = importlib.util.spec_from_file_location("active_server_tables", Path(__file__).with_name(
+        "active_server_tables.py"))
+    assert found is not None and found.loader is not None
+    module = importlib.util.module_from_spec(found)
+    found.loader.exec_module(module)
+    out = []
+    for path in sorted(EVIDENCE.glob("*.json")):
+        data = json.loads(path.read_text())
+        out += [f"<!-- evidence: active-server/{path.stem} -->", getattr(module, data["render"].split(":")[1])(data),
+                "<!-- /evidence -->", ""]
     return "\n".join(out)
 
 
-def refused(facts: dict[str, Any]) -> str:
-    acc = next((d.get("accounting", {}) for d in facts.get("defences") or [] if d["name"] == CHECK), {})
-    reasons = "; ".join(f"{n}: {why}" for why, n in acc.get("reasons", {}).items())
-    return f"{acc.get('refused', 0)} of {acc.get('checked', 0)}" + (f" ({reasons})" if reasons else "")
+def facts(out: Path) -> str:
+    """What the prose quotes beside the tables: chance per cell, client sizes, calibrations, seconds."""
+    lines = []
+    rows = victim_rows(out)
+    for done in sorted(out.glob("*/done.json")):
+        f = json.loads(done.read_text())
+        mine = [r for r in rows if r["cell"] == f["cell"] and r["reading"] == "readout"]
+        chance = [r["chance_20"] for r in mine if r["chance_20"] is not None]
+        cal = (f.get("active") or {}).get("calibration", {})
+        sizes = sorted({v for v in f.get("train_images", {}).values()})
+        lines.append(f"{f['cell']}: {f['seconds_total']:.0f} s; train images {sizes[:1]}..{sizes[-1:]}; chance20 max "
+                     f"{max(chance, default=0):.3f}; alpha {cal.get('alpha')} {cal.get('read_back_above_40db', '')}")
+    return "\n".join(lines)
 
 
 SHOWN = (("mnist_fedavg_secure-aggregation_imprint-rounds1-12-bins500-isolatetrue",
@@ -368,7 +433,7 @@ def figure(out: Path, to: Path, per_row: int = 10) -> None:
     fig, axes = plt.subplots(2 * len(shown), per_row, figsize=(per_row * 0.9, 2.6 * len(shown)), squeeze=False,
                              gridspec_kw={"hspace": 0.45, "wspace": 0.08})
     for row, (cell, title) in enumerate(shown):
-        path = next(p for p in sorted((out / cell / "readout").glob("*victim*.json"))
+        path = next(p for p in sorted((out / cell / "readout").glob("readout-server-*victim*.json"))
                     if AttackResult.load(p).applicable)
         result = AttackResult.load(path)
         psnr = result.extra["reconstruction_match"]["psnr"]
@@ -394,7 +459,7 @@ def figure(out: Path, to: Path, per_row: int = 10) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=["run", "table", "list", "figure"])
+    parser.add_argument("what", choices=["run", "evidence", "table", "facts", "list", "figure"])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--only", default="", help="run the cells whose name contains this")
     parser.add_argument("--data-root", default=None)
@@ -403,16 +468,18 @@ def main() -> None:
     torch.set_num_threads(1)
     cells = [c for c in CELLS if args.only in c.name]
     if args.what == "figure":
-        figure(args.out, Path(__file__).with_name("active-server.png"))
+        figure(args.out, Path(__file__).resolve().parents[2] / "docs" / "active-server.png")
     elif args.what == "list":
         print("\n".join(c.name for c in cells))
     elif args.what == "run":
         for cell in cells:
             run_cell(cell, args.out, args.data_root, args.keep)
+    elif args.what == "evidence":
+        print("\n".join(str(p) for p in evidence(args.out)))
+    elif args.what == "facts":
+        print(facts(args.out))
     else:
-        rows = summarise(args.out)
-        (args.out / "summary.json").write_text(json.dumps(rows, indent=1, default=str))
-        print(tables(rows))
+        print(tables())
 
 
 if __name__ == "__main__":

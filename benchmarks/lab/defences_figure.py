@@ -1,6 +1,6 @@
 """The tables and the figure of docs/defences.md, from files only.
 
-    .venv/bin/python docs/defences_figure.py FOLDER docs/defences.png
+    .venv/bin/python benchmarks/lab/defences_figure.py FOLDER docs/defences.png
 
 FOLDER holds `grid/` (the output of `fedattack experiment run fedattack/experiments/defences-dp.toml
 --out FOLDER/grid`: sweep.json, runs/, results/), `audits/<run folder>.json` (`fedattack audit`

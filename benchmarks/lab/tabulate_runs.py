@@ -4,10 +4,10 @@ A reproduction table is only as good as the path from the run to the cell, so ev
 that page is printed by this script from the runs' own `federation.json` and `metrics.json`
 (never copied by hand):
 
-    python benchmarks/tabulate_runs.py RUN_DIR...            # one row per run
-    python benchmarks/tabulate_runs.py --by-setting RUN_DIR...  # mean ± std over seeds
-    python benchmarks/tabulate_runs.py --by-setting --experiment E.toml --out DIR  # its runs, in order
-    python benchmarks/tabulate_runs.py --client 0 RUN_DIR...  # one client's best / last accuracy
+    python benchmarks/lab/tabulate_runs.py RUN_DIR...            # one row per run
+    python benchmarks/lab/tabulate_runs.py --by-setting RUN_DIR...  # mean ± std over seeds
+    python benchmarks/lab/tabulate_runs.py --by-setting --experiment E.toml --out DIR  # its runs, in order
+    python benchmarks/lab/tabulate_runs.py --client 0 RUN_DIR...  # one client's best / last accuracy
 
 Columns: round-final mean local test accuracy, the multimodal majority / minority / gap, the
 mean over the last three evaluated rounds, WAFFLe's selection health from the manifest's

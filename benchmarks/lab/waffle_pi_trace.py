@@ -8,7 +8,7 @@ gradient of the KL / |D_i| (the loss's two terms, split by evaluating it once mo
 KL). Printed per local epoch, per group: whether the NLL pushes the selection somewhere, the KL
 pulls it back, and whether the two groups are pushed in different directions.
 
-    python benchmarks/waffle_pi_trace.py RUN_DIR --data-root DIR [--clients 4]
+    python benchmarks/lab/waffle_pi_trace.py RUN_DIR --data-root DIR [--clients 4]
 
 The replay uses its own batch order and noise (seeded), not the run's: it asks what a round
 does to pi from where the federation ended, not to reproduce a particular round.

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Screenshot a report's first screen as a reader meets it: laptop size, headless Chromium; and
 # check that nothing on the page is wider than the window (a table that would scroll sideways).
-# usage: docs/screenshot_report.sh REPORT.html OUT.png [WIDTHxHEIGHT]   (default 1280x800)
+# usage: benchmarks/lab/screenshot_report.sh REPORT.html OUT.png [WIDTHxHEIGHT]   (default 1280x800)
 # Needs Debian's `chromium` package (apt-get install -y chromium). Runs offline: the report
 # embeds its figures and the flags below stop every background request. Exits 3 (after writing
 # the screenshot) when a table is wider than the window, naming it.

@@ -1,6 +1,6 @@
 """The update-inversion curve of docs/privacy.md: share of images recovered against local work.
 
-    .venv/bin/python benchmarks/update_inversion_curve.py --table out.md --plot docs/x.png \\
+    .venv/bin/python benchmarks/lab/update_inversion_curve.py --table out.md --plot docs/x.png \\
         "MNIST|1 step of 1|results/mnist-1x1" "MNIST|1 step of 10|results/mnist-1x10" ...
 
 Each POINT is "series|local work|results folder[,folder...]" (a folder `fedattack evaluate` wrote, one JSON
