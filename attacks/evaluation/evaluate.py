@@ -109,6 +109,8 @@ def _evaluate_into(fed: Federation, spec: EvaluationSpec, folder: ResultsFolder,
     planning.refuse_named(plan, spec)
     with resources.guard(budget.memory + GUARD_SLACK), reporting(plan.total_seconds, disable=not progress):
         _attack_victims(fed, target, dataset, pools, spec, plan, threats, todo, folder)
+    if outcome := plan.outcome():  # measured against planned, beside the plan printed before
+        echo(outcome)
     return plan
 
 

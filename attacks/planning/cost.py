@@ -53,7 +53,11 @@ class Probe:
     size, through the evaluation's executor (setup per model in `job_seconds`).
     forward_seconds: one image through the model without a graph, in large batches.
     input_numel: the numbers in one input image. `target`, `executor` and `seed` are what a
-    family's units are measured on; `measured` holds them once measured (or given, in a test)."""
+    family's units are measured on; `measured` holds them once measured (or given, in a test).
+    Each time is on CPUs free for the evaluation; threads: the torch threads it was measured
+    with (the evaluation's); slowdown: how much longer the probe's runs took on the wall clock
+    than that, on the machine as it was (1.0: free cores), and load: the 1-minute load average
+    then, per core."""
 
     params: int
     step_seconds: float
@@ -64,6 +68,9 @@ class Probe:
     executor: str = "sequential"
     seed: int = 0
     measured: dict[type[Units], Units] = field(default_factory=dict, compare=False, repr=False)
+    threads: int = 1
+    slowdown: float = 1.0
+    load: float | None = None
 
     @property
     def param_bytes(self) -> int:

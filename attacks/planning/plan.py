@@ -28,6 +28,7 @@ from fedattack.target import Target
 
 PLAN_SCHEMA = "fedattack.plan/1"
 MARGIN = 0.05  # of the budget, kept free for what the run holds beside the attacks (results, caches)
+BUSY = 1.15  # a probe this much slower on the wall clock than on free cores: the plan says what to expect
 
 
 @dataclass
@@ -130,14 +131,47 @@ class Plan:
                        f"{runs[0].decision.cost.detail}{more}")
         for item in self.left_out:
             out.append(f"  {item['threat_model']:<13} {item['attack']:<18} left out: {item['why']}")
-        out.append(f"  total ~{human_seconds(self.total_seconds)}, peak ~{human_bytes(self.peak)}")
+        out.append(f"  total ~{human_seconds(self.total_seconds)}{self.speed()}, peak ~{human_bytes(self.peak)}")
         return out
+
+    @property
+    def probe(self) -> Any:
+        return next((c.work.probe for c in self.calls), None)
+
+    def speed(self) -> str:
+        """What the total assumes: the threads it was measured with, and the machine's load then."""
+        p = self.probe
+        if p is None:
+            return ""
+        threads = f"{p.threads} torch thread{'s' if p.threads != 1 else ''}"
+        load = "" if p.load is None else f", load {p.load:.1f} per core"
+        if p.slowdown < BUSY:
+            return f" with {threads} on free cores (as they were when planned{load})"
+        return (f" with {threads} on free cores; this machine is busy (the probe ran {p.slowdown:.1f}x slower{load}): "
+                f"expect ~{human_seconds(self.total_seconds * p.slowdown)}")
+
+    def outcome(self) -> str:
+        """After the evaluation: what the attacks took against what the plan said."""
+        ran = [c for c in self.running() if c.measured_seconds is not None]
+        planned = sum(c.decision.cost.seconds for c in ran if math.isfinite(c.decision.cost.seconds))
+        took = sum(c.measured_seconds or 0.0 for c in ran)
+        if not ran or planned <= 0:
+            return ""
+        p = self.probe
+        busy = (f"; {took / (planned * p.slowdown):.2f}x what the load at planning time predicted"
+                if p is not None and p.slowdown >= BUSY else "")
+        return (f"measured: the attacks took {human_seconds(took)}, {took / planned:.2f}x the plan's "
+                f"{human_seconds(planned)} on free cores{busy}")
 
     def to_json(self) -> dict[str, Any]:
         return {"schema": PLAN_SCHEMA, "budget": {"memory": self.budget.memory, "seconds": self.budget.seconds,
                                                   "source": self.budget.source},
                 "baseline_bytes": self.baseline, "default_audit": self.default,
                 "total_seconds": round(self.total_seconds, 3), "peak_bytes": self.peak,
+                "probe": None if self.probe is None else {"threads": self.probe.threads,
+                                                          "slowdown": round(self.probe.slowdown, 3),
+                                                          "load_per_core": self.probe.load},
+                "outcome": self.outcome(),
                 "calls": [c.to_json(self.baseline) for c in self.calls], "left_out": self.left_out}
 
     def save(self, path: Path) -> Path:

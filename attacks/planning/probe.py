@@ -12,11 +12,16 @@ of the distinct tensors autograd saves for the backward
 separates from what a step holds whatever its batch. Timings take the fastest of a few repeats
 (the machine's noise only ever adds), each the fewer of its wall and CPU seconds: the plan is
 the time on CPUs free for the evaluation, whatever else the machine runs while it is made.
+The same runs' wall clock says how busy the machine is now (`Probe.slowdown`: their fastest
+wall seconds over those free-CPU seconds, beside the load average), so the plan can say what to
+expect at the present load. A probe runs with the torch threads the evaluation has set, and
+records them.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -36,14 +41,24 @@ MOST_IMAGES = 512
 TRAINING_IMAGES = 500
 
 
+class _Clock:
+    """The probe's timings summed: free-CPU seconds and wall seconds (`Probe.slowdown`)."""
+
+    free = 0.0
+    wall = 0.0
+
+
 def measure(target: Target, executor: str = "sequential", seed: int = 0) -> Probe:
     """The generic unit costs of `target`'s model (see the module docstring)."""
+    _Clock.free = _Clock.wall = 0.0
     params = probe_params(target, seed)
     shape = tuple(target.ctx.input_shape)
     step, job = _training(target, executor, seed, shape)
     return Probe(params=sum(v.numel() for v in params.values()), step_seconds=step, job_seconds=job,
                  forward_seconds=_forward(target, params, shape), input_numel=math.prod(shape),
-                 target=target, executor=executor, seed=seed)
+                 target=target, executor=executor, seed=seed, threads=torch.get_num_threads(),
+                 slowdown=max(1.0, _Clock.wall / _Clock.free) if _Clock.free > 0 else 1.0,
+                 load=os.getloadavg()[0] / (os.cpu_count() or 1) if hasattr(os, "getloadavg") else None)
 
 
 def probe_params(target: Target, seed: int) -> State:
@@ -58,11 +73,13 @@ def fastest(fn: Callable[[], Any], repeats: int = REPEATS) -> float:
     """The run's time on this machine's CPUs when they are free for it: the fewer of its wall and
     its CPU seconds (a loaded machine stretches the wall time, several threads the CPU time),
     the least over a few runs."""
-    best = float("inf")
+    best = wall = float("inf")
     for _ in range(repeats):
         started, cpu = time.perf_counter(), time.process_time()
         fn()
-        best = min(best, time.perf_counter() - started, time.process_time() - cpu)
+        took = time.perf_counter() - started
+        best, wall = min(best, took, time.process_time() - cpu), min(wall, took)
+    _Clock.free, _Clock.wall = _Clock.free + best, _Clock.wall + wall
     return best
 
 

@@ -103,6 +103,9 @@ def train_command(method: str, dataset: str, data_root: str | None, download: bo
     click.echo(f"{path}: {utility} "
                f"({fed.manifest['seconds']:.1f}s, wire {fed.manifest['recording']['bytes_on_wire'] / 2**20:.1f} MiB, "
                f"recorded: {fed.manifest['recording']['policy']})")
+    chance = at_chance(fed, data_root)
+    if chance:
+        click.secho(chance, fg="yellow", bold=True, err=True)
     if fed.manifest.get("diverged"):
         click.secho(f"warning: the federation diverged: {', '.join(fed.manifest['diverged'][:3])} hold NaN "
                     "or infinite values (lower --lr); attacks on it are refused", fg="yellow", bold=True, err=True)
@@ -122,6 +125,38 @@ def train_command(method: str, dataset: str, data_root: str | None, download: bo
             a = entry["accounting"]
             eps = "unbounded" if a["epsilon"] is None else f"{a['epsilon']:.3g}"
             click.echo(f"{entry['name']}: epsilon {eps} at delta {a['delta']:g} ({a['accountant']})")
+
+
+CHANCE_MARGIN = 5.0  # percentage points above chance a trained federation must reach, and 2 standard errors
+
+
+def at_chance(fed: Any, data_root: str | None) -> str:
+    """One warning line if the federation ended no better than always guessing each client's most
+    common test class (or the test split's, where no client holds test images), else ''. The
+    margin is `CHANCE_MARGIN` points or two binomial standard errors over the test images, the larger."""
+    import numpy as np
+
+    from fedattack.data import load_dataset
+
+    utility = fed.manifest["utility"]
+    if "mean" not in utility and "test_split" not in utility:
+        return ""
+    data = load_dataset(fed.spec.dataset, data_root)
+    if "mean" in utility:
+        tests = [np.asarray(data.y_train)[c.test] for c in fed.partition().clients if len(c.test)]
+        reached = float(utility["mean"])
+    else:
+        tests, reached = [np.asarray(data.y_test)], float(utility["test_split"])
+    if not tests:
+        return ""
+    chance = 100.0 * float(np.mean([np.bincount(y).max() / len(y) for y in tests]))
+    images = sum(len(y) for y in tests)
+    error = 100.0 * (chance / 100 * (1 - chance / 100) / images) ** 0.5
+    if reached - chance >= max(CHANCE_MARGIN, 2 * error):
+        return ""
+    return (f"warning: training ended at chance: {reached:.2f}% against {chance:.2f}% for always guessing the most "
+            f"common class of each client's test images; the model did not learn (check --model "
+            f"{fed.spec.model} for {fed.spec.dataset}, --lr, --epochs, --rounds)")
 
 
 COMMAND = train_command
