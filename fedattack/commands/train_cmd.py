@@ -131,8 +131,10 @@ CHANCE_MARGIN = 5.0  # percentage points above chance a trained federation must 
 
 
 def at_chance(fed: Any, data_root: str | None) -> str:
-    """One warning line if the federation ended no better than always guessing each client's most
-    common test class (or the test split's, where no client holds test images), else ''. The
+    """One warning line if the federation ended no better than always guessing one class, the one
+    most common over the clients' test images (or the test split's, where no client holds test
+    images), else ''. Not each client's own most common class: a shared model that learnt nothing
+    cannot know which class that is, and on a non-IID split it would call a learning model at chance. The
     margin is `CHANCE_MARGIN` points or two binomial standard errors over the test images, the larger."""
     import numpy as np
 
@@ -149,13 +151,14 @@ def at_chance(fed: Any, data_root: str | None) -> str:
         tests, reached = [np.asarray(data.y_test)], float(utility["test_split"])
     if not tests:
         return ""
-    chance = 100.0 * float(np.mean([np.bincount(y).max() / len(y) for y in tests]))
+    classes = 1 + max(int(y.max()) for y in tests)
+    chance = 100.0 * float(np.mean([np.bincount(y, minlength=classes) / len(y) for y in tests], axis=0).max())
     images = sum(len(y) for y in tests)
     error = 100.0 * (chance / 100 * (1 - chance / 100) / images) ** 0.5
     if reached - chance >= max(CHANCE_MARGIN, 2 * error):
         return ""
     return (f"warning: training ended at chance: {reached:.2f}% against {chance:.2f}% for always guessing the most "
-            f"common class of each client's test images; the model did not learn (check --model "
+            f"common class of the clients' test images; the model did not learn (check --model "
             f"{fed.spec.model} for {fed.spec.dataset}, --lr, --epochs, --rounds)")
 
 

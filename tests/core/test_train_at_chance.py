@@ -1,7 +1,7 @@
 """Issue #49 item 6: training that ends at chance says so in one line.
 
 `fedattack train --dataset digits --model cifar-cnn` once ended at 11.03% with no word. The line
-compares the mean local test accuracy with always guessing each client's most common test class.
+compares the mean local test accuracy with always guessing one class, the clients' most common.
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -180,6 +181,22 @@ class Workspace:
         added = sorted(set(after) - set(self.before))
         assert not added, f"left behind: {added}"
         log(None, f"the user's folder byte-identical ({len(self.before)} entries)")
+
+    def kept_finished_victims(self, results: str = "results") -> None:
+        """An interrupted evaluation (issue #49): nothing the user had is gone or altered; what is
+        new is only `results` itself, whole result files of the victims that finished, and the
+        marker that says the folder is incomplete (no staging folder, lock or half-written file)."""
+        after = snapshot(self.root)
+        lost = {k: v for k, v in self.before.items() if after.get(k) != v}
+        assert not lost, f"changed or lost: {sorted(lost)}"
+        added = sorted(set(after) - set(self.before) - {results})
+        strays = [a for a in added if not re.fullmatch(rf"{re.escape(results)}/[^/.][^/]*\.json", a)]
+        assert not strays, f"left behind: {strays}"
+        for name in added:
+            json.loads((self.root / name).read_text(encoding="utf-8"))  # whole, not half-written
+        kept = [a for a in added if not a.endswith("/incomplete.json")]
+        assert not kept or f"{results}/incomplete.json" in after, f"{kept} kept without the incomplete marker"
+        log(None, f"nothing lost ({len(self.before)} entries); kept {len(kept)} finished result(s), marked incomplete")
 
     def nothing_half_written(self) -> None:
         """What the user had is there; anything new is complete (no staging, lock or aside folder)."""
