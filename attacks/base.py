@@ -134,6 +134,7 @@ class Attack:
     reads_wire: ClassVar[bool] = False  # it reads the wire itself: no model is rebuilt for it (`readout`)
     reads_every_client: ClassVar[bool] = False  # it compares the victim with the other clients' uplinks
     stacks_victims: ClassVar[bool] = False  # its run_many stacks several victims' work (batched: after the loop)
+    acting: ClassVar[bool] = False  # it designs an acting round: runs only under a threat model that `acts`
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -247,6 +248,16 @@ class Attack:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.settings!r})"
+
+
+def acting_mismatch(attack: type[Attack] | Attack, tm: Any) -> str:
+    """Why the attack does not run under the threat model ("" if it may): an attack that designs
+    an acting round runs only under a threat model that acts, and a passive one under no such."""
+    if attack.acting and not tm.acts:
+        return f"{attack.name} designs what a server sends; the {tm.name} only reads the wire"
+    if tm.acts and not attack.acting:
+        return f"the {tm.name} acts for one round; {attack.name} reads a passive adversary's wire"
+    return ""
 
 
 def sees_every_uplink(view: View) -> bool:

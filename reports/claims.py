@@ -90,6 +90,7 @@ class Claim:
     units_word: str = "victims"          # what the chosen attack's n counts
     strongest: Strongest | None = None   # how the strongest was chosen (`strongest.py`)
     pick: Candidate | None = None        # the strongest: per unit the candidate chosen for it
+    acts: bool = False                   # its threat model acts for one round (a what-if, not the run's wire)
 
     @property
     def chosen(self) -> Candidate | None:
@@ -121,6 +122,7 @@ def make_claim(key: tuple[str, ...], rs: list[LoadedResult]) -> Claim:
     first = rs[0].result.extra.get("threat_model")
     claim = Claim(federation, data, adversary, threat, describe(first), any(r.result.upper_bound for r in rs),
                   family, candidates(rs, family), len({unit(r) for r in rs}))
+    claim.acts = bool((first or {}).get("acts"))
     choose(claim, rs)
     chosen = claim.chosen
     used = {unit(r) for r in chosen.results} if chosen else set()

@@ -87,7 +87,7 @@ def _silent(line: str) -> None:
 
 def _evaluate_into(fed: Federation, spec: EvaluationSpec, folder: ResultsFolder, data_root: str | None,
                    progress: bool, budget: Budget | None, echo: Callable[[str], None]) -> Plan | None:
-    threats = [THREAT_MODELS.get(n)() for n in names(spec.threat_models, THREAT_MODELS.names())]
+    threats = threat_models(spec)
     if planning.is_default(spec):
         default_audit.check_options(spec.settings)
     else:
@@ -156,6 +156,16 @@ def _dataset(fed: Federation, data_root: str | None) -> Dataset:
                             "from (evaluate never downloads)") from None
     fed.check_dataset(dataset)  # the manifest's input shape, classes and size are the data's
     return dataset
+
+
+def threat_models(spec: EvaluationSpec) -> list[ThreatModel]:
+    """The threat models named; for the default audit with none named (the spec's default), the
+    default eavesdropper and every threat model that declares `in_default_audit` (the malicious
+    server), whose calls the plan then fits to the budget like any other."""
+    chosen = names(spec.threat_models, THREAT_MODELS.names())
+    if planning.is_default(spec) and tuple(spec.threat_models) == EvaluationSpec.threat_models:
+        chosen += [n for n, cls in THREAT_MODELS.items() if cls.in_default_audit and n not in chosen]
+    return [THREAT_MODELS.get(n)() for n in chosen]
 
 
 def check_names(spec: EvaluationSpec, threats: list[ThreatModel]) -> None:

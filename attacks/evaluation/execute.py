@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from fedattack import resources
-from fedattack.attacks.base import Adversary, ResultContext
+from fedattack.attacks.base import Adversary, ResultContext, acting_mismatch
 from fedattack.attacks.evaluation.deferred import Deferred, deferrable
 from fedattack.attacks.evaluation.not_applicable import not_applicable, nothing_seen
 from fedattack.attacks.evaluation.results_folder import ResultsFolder
@@ -77,6 +77,9 @@ def attack_case(vc: VictimCase, calls: list[Call], spec: EvaluationSpec, where: 
     written: list[Path | Deferred] = [not_applicable(c.attack, tm, victim, spec.seed, out, ctx,
                                                      f"refused before it started: {c.decision.refused}")
                                       for c in calls if not c.decision.runs]
+    written += [not_applicable(c.attack, tm, victim, spec.seed, out, ctx, why)
+                for c in runs if (why := acting_mismatch(c.attack, tm))]
+    runs = [c for c in runs if not acting_mismatch(c.attack, tm)]
     if case.view.empty:
         note = nothing_seen(vc.fed, tm, victim)
         return written + [not_applicable(c.attack, tm, victim, spec.seed, out, ctx, note) for c in runs]

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from fedattack.attacks.base import Attack, sees_every_uplink
+from fedattack.attacks.base import Attack, acting_mismatch, sees_every_uplink
 from fedattack.attacks.planning.cost import Decision, Workload
 from fedattack.attacks.planning.plan import decide
 from fedattack.attacks.threat_models.base import ThreatModel
@@ -27,7 +27,7 @@ from fedattack.registry import ATTACKS, UserError
 from fedattack.resources import human_seconds
 
 DEFAULT = "default"  # the attack request that means the default audit
-FAMILIES = ("membership", "server membership", "reconstruction", "model inversion")
+FAMILIES = ("membership", "server membership", "reconstruction", "model inversion", "active server")
 DEFAULT_SECONDS = 30 * 60
 
 
@@ -43,7 +43,10 @@ class Chosen:
 def can_run(cls: type[Attack], tm: ThreatModel, views: list[View] | None = None) -> str:
     """Why the threat model cannot run the attack at all ("" if it can): an attack that reads
     every client's uplinks (`Attack.reads_every_client`) needs a threat model that may use them
-    and, where its views are known, sees them."""
+    and, where its views are known, sees them; an attack that designs an acting round runs only
+    under a threat model that acts, and only it does (`acting_mismatch`)."""
+    if why := acting_mismatch(cls, tm):
+        return why
     if cls.reads_every_client and (not tm.knows.every_client or not all(map(sees_every_uplink, views or []))):
         return f"it compares the victim with other clients, which the {tm.name} does not see"
     return ""

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from fedattack.attacks.base import acting_mismatch
 from fedattack.attacks.evaluation.data import Pools
 from fedattack.attacks.evaluation.request import build_attacks, names
 from fedattack.attacks.model_inversion.eval_classifier import training_cost
 from fedattack.attacks.planning import default_audit
 from fedattack.attacks.planning.case import Case, make_case
-from fedattack.attacks.planning.cost import Budget, Cost, Workload
+from fedattack.attacks.planning.cost import Budget, Cost, Decision, Workload
 from fedattack.attacks.planning.plan import Call, Plan, decide, workload
 from fedattack.attacks.planning.probe import measure
 from fedattack.attacks.threat_models.base import RunFacts, ThreatModel
@@ -69,7 +70,9 @@ def make_plan(fed: Any, target: Target, threats: list[ThreatModel], victims: lis
             for attack in attacks:
                 for victim in victims:
                     work, strategies = works[(tm.name, victim)]
-                    decision = decide(attack, work, strategies, plan.room)
+                    mismatch = acting_mismatch(attack, tm)  # not applicable, at no cost (`execute`)
+                    decision = Decision(Cost(0.0, 0, mismatch)) if mismatch else decide(attack, work, strategies,
+                                                                                       plan.room)
                     plan.calls.append(Call(attack, tm, victim, work, strategies, decision))
     charge_scorer(plan, len(pools.evaluation), probe)
     return plan

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from fedattack.federation.rundir import Federation
 
 __all__ = ["BROADCAST_MODEL", "CLIENT_MODEL", "DEPLOYED_MODEL", "Holdings", "RunFacts", "RunRecord", "ThreatModel"]
+RECIPE_FACTS = ("epochs", "batch_size", "lr")  # what a declared local recipe holds (`Recipe`)
 ATTACKED = {CLIENT_MODEL: "model rebuilt from the wire"}  # how results have always named it
 
 
@@ -86,6 +87,12 @@ class RunRecord:
         """The run's active server as its manifest records it (what the server itself did)."""
         return self._fed.manifest.get("active_adversary")
 
+    def undeclared_recipe(self) -> str:
+        """The local recipe's facts the run's manifest does not declare (comma-separated; "" when
+        epochs, batch size and rate are all there): what simulating a client's training needs."""
+        recipe = (self._fed.manifest.get("spec") or {}).get("recipe")
+        return ", ".join(k for k in RECIPE_FACTS if not isinstance(recipe, dict) or recipe.get(k) is None)
+
     def holdings(self, victim: int) -> Holdings:
         return Holdings(self.method(), self._fed.server_state(), self._fed.private_state(victim))
 
@@ -101,6 +108,10 @@ class ThreatModel:
     knows: ClassVar[Knows] = Knows()
     upper_bound: ClassVar[bool] = False
     attacks: ClassVar[str] = CLIENT_MODEL  # which model: the victim's client model, the broadcast or the deployed
+    # It acts: it designs what the server sends for one round (`malicious_server.py`), so only
+    # attacks that declare `Attack.acting` run under it, and those run under no other.
+    acts: ClassVar[bool] = False
+    in_default_audit: ClassVar[bool] = False  # added to the default audit's eavesdropper when no threat model is named
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -136,7 +147,7 @@ class ThreatModel:
     def describe(self, victim: int | None = None, facts: RunFacts | None = None) -> dict[str, Any]:
         """For results: what it observes (the channels, when the victim and run are given) and knows."""
         out: dict[str, Any] = {"name": self.name, "observes": self.observes, "upper_bound": self.upper_bound,
-                               "attacks": ATTACKED.get(self.attacks, self.attacks),
+                               "attacks": ATTACKED.get(self.attacks, self.attacks), "acts": self.acts,
                                "knows": self.knows.describe()}
         if victim is not None and facts is not None:
             out["channels"] = [describe_channel(ch, victim) for ch in self.channels(victim, facts)]

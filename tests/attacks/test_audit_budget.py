@@ -17,7 +17,7 @@ from fedattack.attacks.planning.cost import Budget
 from fedattack.attacks.planning.default_audit import FAMILIES
 from fedattack.attacks.planning.plan import Plan
 from fedattack.evaluation import EvaluationSpec
-from fedattack.registry import ATTACKS, UserError
+from fedattack.registry import ATTACKS, THREAT_MODELS, UserError
 from fedattack.resources import parse_duration, parse_size
 from fedattack.results import AttackResult
 
@@ -25,8 +25,10 @@ GIB = 2**30
 
 
 def spec_for(attack: str) -> EvaluationSpec:
-    # the server sees every client (fedmia), the victim's downlinks and uplinks (update inversion)
-    return EvaluationSpec(threat_models=("server",), attacks=(attack,), victims=(2,), aux_size=100, eval_size=60,
+    # the server sees every client (fedmia), the victim's downlinks and uplinks (update inversion);
+    # an attack that designs an acting round runs under a threat model that acts
+    acting = [n for n, cls in THREAT_MODELS.items() if cls.acts] if ATTACKS.get(attack).acting else ["server"]
+    return EvaluationSpec(threat_models=(acting[0],), attacks=(attack,), victims=(2,), aux_size=100, eval_size=60,
                           max_queries=20, nonmembers=40, settings=dict(ATTACKS.get(attack).fast_settings))
 
 

@@ -1,0 +1,82 @@
+"""What a server that acted for one round would take from this federation (`malicious-server`).
+
+The run's server did not act; the `malicious-server` threat model asks what it would have got had
+it acted once, from the downlinks the run recorded (its results declare `acts` in their threat
+model). Those are a different adversary from the passive ones and from a server that did act in
+training (`active_server.py`), so they get lines and a level of their own, in words: the share of
+a client's training images it would recover above 20 dB with its interval over victims and n,
+the verbatim share (above 40 dB), chance, whether the run's defences stopped it, and how often the
+victim's downlink check would have refused the round.
+"""
+
+from __future__ import annotations
+
+import math
+
+from fedattack.intervals import Interval, mean_interval
+from fedattack.reports.absolute_section import finding
+from fedattack.reports.claims import Claim
+from fedattack.reports.collect import LoadedResult
+from fedattack.reports.risk import risk
+from fedattack.reports.verdict_lines.base import VERDICT_LINES, Federation, Level, LineSource, Part
+
+AGAINST = "a server that acts for one round"
+
+
+def percent(iv: Interval) -> str:
+    """'73% [66, 80]', or '73% (no interval: n < 2)'."""
+    if not math.isfinite(iv.mean):
+        return "no number"
+    if not iv.has_interval:
+        return f"{100 * iv.mean:.0f}% (no interval, n = {iv.n})"
+    return f"{100 * iv.mean:.0f}% [{100 * iv.low:.0f}, {100 * iv.high:.0f}]"
+
+
+def metric(results: list[LoadedResult], key: str) -> Interval:
+    return mean_interval([float(r.result.metrics[key]) for r in results
+                          if isinstance(r.result.metrics.get(key), (int, float))
+                          and math.isfinite(float(r.result.metrics[key]))])
+
+
+def sentence(attack: str, results: list[LoadedResult], missing: int) -> str:
+    """One attack's line over its applicable results (one per victim)."""
+    n = len({r.result.victim for r in results})
+    found, verbatim, flagged = (metric(results, k) for k in ("recovered_20", "recovered_40", "flagged_downlink_check"))
+    chance = [float(r.result.baselines.get("chance", {}).get("recovered_20", math.nan)) for r in results]
+    level = sum(chance) / len(chance) if chance else math.nan
+    defences = sorted({d.get("name", "") for r in results for d in r.result.run.get("defences") or []})
+    stops = "do not stop it" if found.has_interval and found.low > level else "stop it here"
+    said = (f"{AGAINST} ({attack}) would recover {percent(found)} of this client's training images above 20 dB "
+            f"({percent(verbatim)} verbatim, above 40 dB; chance {100 * level:.0f}%; n = {n} victims)")
+    said += f"; this federation's defences ({', '.join(defences)}) {stops}" if defences else ""
+    if flagged.n:
+        said += f"; a client running downlink-check would refuse the round in {percent(flagged)} of rounds"
+    said += f"; {missing} more victims not applicable" if missing else ""
+    return said + "."
+
+
+@VERDICT_LINES.register("malicious-server")
+class MaliciousServerLines(LineSource):
+    """The what-if of one acting round, apart from the passive lines."""
+
+    order = 15
+
+    def takes(self, claim: Claim) -> bool:
+        return claim.acts
+
+    def part(self, fed: Federation, claims: list[Claim]) -> Part:
+        out = Part()
+        for c in claims:
+            if c.chosen is None and c.family.key != "recovered_20":
+                continue  # a passive attack named under it: its result says why it did not run
+            if c.chosen is None:
+                why = next(iter(c.not_applicable), "no result")
+                out.lines.append(f"*Had the server acted* (**{c.threat}**): not applicable: {why}.")
+                continue
+            missing = sum(c.not_applicable.values())
+            out.lines.append(f"*Had the server acted* (**{c.threat}**, sees {c.observes}): "
+                             + sentence(c.chosen.attack, c.chosen.results, missing))
+        if claims:
+            r = risk(claims)
+            out.levels.append(Level(r, AGAINST, finding(r), named=True))
+        return out
