@@ -32,7 +32,10 @@ class EvaluationSpec:
     split for the adversary's auxiliary data and the evaluation classifier (None: 40% / 30%).
     max_queries: most members judged per victim. nonmembers: non-members drawn per victim (at
     least as many as members; fewer where the held-out pool cannot supply them). executor:
-    trains shadow models. settings: attack settings, each going to every chosen attack that
+    trains shadow and reference models ("batched", the default: each victim's together, in
+    stacks the memory budget allows; "sequential": one at a time, the reference) and, when it
+    is not "sequential", inverts every victim's model at once (`attacks.evaluation.deferred`).
+    settings: attack settings, each going to every chosen attack that
     has it."""
 
     threat_models: tuple[str, ...] = ("eavesdropper",)
@@ -44,7 +47,7 @@ class EvaluationSpec:
     max_queries: int = 1000
     nonmembers: int = 1000
     seed: int = 0
-    executor: str = "sequential"
+    executor: str = "batched"
     settings: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

@@ -19,10 +19,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from fedattack import resources
 from fedattack.attacks.base import ResultContext
+from fedattack.attacks.evaluation import spread
 from fedattack.attacks.evaluation import truth as truth_mod
 from fedattack.attacks.evaluation.data import Pools, split_pools
 from fedattack.attacks.evaluation.deferred import Deferred, finish_deferred
@@ -54,7 +55,7 @@ def evaluate_run(run_dir: str | Path | Federation, spec: EvaluationSpec, out: st
                  data_root: str | None = None, progress: bool = True,
                  diverged: Literal["refuse", "not-applicable"] = "refuse", budget: Budget | None = None,
                  echo: Callable[[str], None] | None = None, existing: Existing = "refuse",
-                 resume_hint: str = "") -> list[Path]:
+                 resume_hint: str = "", backend: Any = None, imports: tuple[tuple[str, str], ...] = ()) -> list[Path]:
     """Attack `run_dir` as `spec` says and write results into `out`; returns every result file
     in `out` once the evaluation is complete (`summary.json` covers them all).
 
@@ -67,7 +68,9 @@ def evaluate_run(run_dir: str | Path | Federation, spec: EvaluationSpec, out: st
     (`diverged="refuse"`: one command, one line) or, for a sweep that must go on past it, given
     a not-applicable result per victim, threat model and attack that says why
     (`diverged="not-applicable"`). `budget` (default: `planning.budget_of`): the memory and time
-    the evaluation may use; `echo` prints the plan (default: nowhere).
+    the evaluation may use; `echo` prints the plan (default: nowhere). `backend` (a sweep
+    backend, `experiments.backends.make_backend`): every victim one task on it (`spread`),
+    `imports` the plugins its workers load first; None: every victim here, in this process.
     """
     fed = run_dir if isinstance(run_dir, Federation) else Federation(run_dir)  # opening checks every file
     why = diverged_note(fed)
@@ -77,7 +80,7 @@ def evaluate_run(run_dir: str | Path | Federation, spec: EvaluationSpec, out: st
         if why:
             not_applicable_into(fed, spec, folder, why)
             return folder.finish(None)
-        plan = _evaluate_into(fed, spec, folder, data_root, progress, budget, echo or _silent)
+        plan = _evaluate_into(fed, spec, folder, data_root, progress, budget, echo or _silent, backend, imports)
         return folder.finish(plan)
 
 
@@ -86,7 +89,8 @@ def _silent(line: str) -> None:
 
 
 def _evaluate_into(fed: Federation, spec: EvaluationSpec, folder: ResultsFolder, data_root: str | None,
-                   progress: bool, budget: Budget | None, echo: Callable[[str], None]) -> Plan | None:
+                   progress: bool, budget: Budget | None, echo: Callable[[str], None], backend: Any = None,
+                   imports: tuple[tuple[str, str], ...] = ()) -> Plan | None:
     threats = threat_models(spec)
     if planning.is_default(spec):
         default_audit.check_options(spec.settings)
@@ -107,23 +111,36 @@ def _evaluate_into(fed: Federation, spec: EvaluationSpec, folder: ResultsFolder,
     for line in plan.lines():
         echo(line)
     planning.refuse_named(plan, spec)
-    with resources.guard(budget.memory + GUARD_SLACK), reporting(plan.total_seconds, disable=not progress):
-        _attack_victims(fed, target, dataset, pools, spec, plan, threats, todo, folder)
+    if backend is not None:  # no address-space guard here: Ray maps its object store into this process
+        spread.spread(backend, spread.jobs(fed, spec, plan, todo, folder, data_root), plan, folder, imports, echo)
+    else:
+        _attack_here(fed, target, dataset, pools, spec, plan, threats, todo, folder, progress)
     if outcome := plan.outcome():  # measured against planned, beside the plan printed before
         echo(outcome)
     return plan
 
 
+def _attack_here(fed: Federation, target: Target, dataset: Dataset, pools: Pools, spec: EvaluationSpec, plan: Plan,
+                 threats: list[ThreatModel], todo: list[int], folder: ResultsFolder, progress: bool) -> None:
+    budget = plan.budget
+    with resources.guard(budget.memory + GUARD_SLACK), reporting(plan.total_seconds, disable=not progress):
+        _attack_victims(fed, target, dataset, pools, spec, plan, threats, todo, folder)
+
+
 def _attack_victims(fed: Federation, target: Target, dataset: Dataset, pools: Pools, spec: EvaluationSpec,
-                    plan: Plan, threats: list[ThreatModel], victims: list[int], folder: ResultsFolder) -> None:
+                    plan: Plan, threats: list[ThreatModel], victims: list[int],
+                    folder: ResultsFolder | spread.TaskFolder) -> None:
     """Victim by victim, every planned call, each victim's results published as it finishes;
-    then the deferred attacks over every victim at once (`deferred`)."""
+    then the deferred attacks over every victim at once (`deferred`): a victim with a deferred
+    call finishes with them, its other results staged beside theirs until then (so a resume
+    never takes it for done without them)."""
     partition, shared, facts = fed.partition(), shared_truth(fed, target, dataset, pools, spec), RunFacts.of(fed)
     base = ResultContext(run=run_info(fed), pools=pools.sizes(), max_queries=spec.max_queries,
                          executor=spec.executor, reconstruction_request=spec.reconstruction,
                          threat_model={}, knowledge={})
     where = Where(folder)
     pending: list[Deferred] = []
+    held: list[Path] = []
     try:
         for victim in victims:
             knowledge, truth = truth_mod.build(fed, target, dataset, partition, victim, pools, shared,
@@ -140,10 +157,14 @@ def _attack_victims(fed: Federation, target: Target, dataset: Dataset, pools: Po
                 written += attack_case(case, calls, spec, where, ctx, plan.budget)
             waiting = [w for w in written if isinstance(w, Deferred)]
             pending += waiting
-            folder.publish(where.now, [w for w in written if isinstance(w, Path)], None if waiting else victim)
+            paths = [w for w in written if isinstance(w, Path)]
+            if waiting:  # done only once its deferred calls are: its results wait beside theirs
+                held += where.hold(paths)
+            else:
+                folder.publish(where.now, paths, victim)
         if pending:
             saved = [p for p in finish_deferred(list(pending), spec.seed, plan) if isinstance(p, Path)]
-            folder.publish(where.later(), saved, *sorted({d.call.victim for d in pending}))
+            folder.publish(where.later(), held + saved, *sorted({d.call.victim for d in pending}))
     finally:
         where.clear()
 

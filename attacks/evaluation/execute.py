@@ -10,6 +10,7 @@ with `applicable=False` and a note saying why, instead of an error.
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from dataclasses import dataclass, replace
@@ -20,6 +21,7 @@ from fedattack.attacks.base import Adversary, ResultContext, acting_mismatch
 from fedattack.attacks.evaluation.deferred import Deferred, deferrable
 from fedattack.attacks.evaluation.not_applicable import not_applicable, nothing_seen
 from fedattack.attacks.evaluation.results_folder import ResultsFolder
+from fedattack.attacks.evaluation.spread import TaskFolder
 from fedattack.attacks.evaluation.truth import GroundTruth
 from fedattack.attacks.evaluation.upper_bound import attack_strongest, held_calls
 from fedattack.attacks.hidden_parts.base import Reconstructor, WireOnly
@@ -51,7 +53,7 @@ class Where:
     the loop over every victim (`deferred`), a staging folder that lives until the evaluation
     ends (`later()`, made when first needed)."""
 
-    def __init__(self, folder: ResultsFolder) -> None:
+    def __init__(self, folder: ResultsFolder | TaskFolder) -> None:
         self.folder = folder
         self.now = folder.path
         self._later: Path | None = None
@@ -60,6 +62,16 @@ class Where:
         if self._later is None:
             self._later = self.folder.stage()
         return self._later
+
+    def hold(self, written: list[Path]) -> list[Path]:
+        """Move what the current victim staged into `later()`, to be published with the
+        deferred results; the paths they will have there."""
+        later = self.later()
+        if self.now != self.folder.path:
+            for entry in sorted(self.now.iterdir()):
+                os.replace(entry, later / entry.name)
+            shutil.rmtree(self.now, ignore_errors=True)
+        return [later / p.name for p in written]
 
     def clear(self) -> None:
         """Remove what is still staged (an interrupt or an error left it)."""

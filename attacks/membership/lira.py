@@ -42,9 +42,10 @@ from scipy import stats
 from fedattack import progress
 from fedattack.attacks.base import Adversary, AuditRole
 from fedattack.attacks.evaluation.data import Samples
-from fedattack.attacks.membership.family import MEMBERSHIP_METRICS, Calibrated, MembershipAttack
+from fedattack.attacks.membership.family import MEMBERSHIP_METRICS, Calibrated
 from fedattack.attacks.membership.reference_models import (
     Plan,
+    TrainsModels,
     logit_confidence,
     offline_plan,
     offline_size,
@@ -100,7 +101,7 @@ def fit_sigma(phis: np.ndarray, variance: str) -> np.ndarray:
     return np.maximum(sigma, MIN_SIGMA)
 
 
-class _Lira(MembershipAttack):
+class _Lira(TrainsModels):
     """What the three share: reference models on the adversary's (labelled) auxiliary data."""
 
     requires = frozenset({"aux", "queries"})
@@ -137,7 +138,8 @@ class LiraOffline(_Lira):
 
     def cost(self, work: Workload, chunk: int | None = None) -> Cost:
         s = self.settings
-        return references_cost(work, s.references, offline_size(work, work.aux, s.in_fraction), work.queries)
+        return references_cost(work, s.references, offline_size(work, work.aux, s.in_fraction), work.queries,
+                               chunk=chunk)
 
     def scores(self, adv: Adversary, gen: torch.Generator) -> Calibrated:
         seed, aux, labels = self.start(adv, gen)
@@ -177,7 +179,7 @@ class LiraOnline(_Lira):
     def cost(self, work: Workload, chunk: int | None = None) -> Cost:
         s = self.settings  # half the queries in each model, topped up to the victim's size
         trained_on = max(1, min(work.samples, work.queries // 2 + int(s.in_fraction * work.aux)))
-        return references_cost(work, s.references, trained_on, work.queries)
+        return references_cost(work, s.references, trained_on, work.queries, chunk=chunk)
 
     def scores(self, adv: Adversary, gen: torch.Generator) -> Calibrated:
         s = self.settings
@@ -220,7 +222,7 @@ class LiraRounds(_Lira):
     def cost(self, work: Workload, chunk: int | None = None) -> Cost:
         s = self.settings
         return references_cost(work, s.references, offline_size(work, work.aux, s.in_fraction), work.queries,
-                               rounds=min(s.max_rounds, work.rounds))
+                               rounds=min(s.max_rounds, work.rounds), chunk=chunk)
 
     def cheaper(self, work: Workload, memory: int, seconds: float | None) -> str:
         return (cheaper_setting(self, work, memory, seconds, "max_rounds", [3, 2, 1])

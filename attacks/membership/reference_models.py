@@ -15,6 +15,7 @@ Two ways to choose their data (Carlini et al. 2022):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -22,7 +23,7 @@ import torch
 from fedattack.attacks.base import Adversary, NotApplicable
 from fedattack.attacks.evaluation.data import Samples
 from fedattack.attacks.hidden_parts.base import log_probs
-from fedattack.attacks.membership.family import SCORE_SECONDS_PER_QUERY
+from fedattack.attacks.membership.family import SCORE_SECONDS_PER_QUERY, MembershipAttack
 from fedattack.attacks.membership.shadow import ShadowData, shadow_splits, train_shadows
 from fedattack.attacks.planning.cost import Cost, Workload
 from fedattack.rng import numpy_rng
@@ -121,15 +122,31 @@ def offline_size(work: Workload, pool: int, in_fraction: float) -> int:
 
 
 def references_cost(work: Workload, models: int, trained_on: int, scored: int, what: str = "reference models",
-                    rounds: int = 1) -> Cost:
-    """`models` local runs over `trained_on` images each (once per round used), and every model
-    and the victim's scoring `scored` images. Memory: every model's training data (drawn up
-    front) and parameters, one model's training, and the log-probabilities kept."""
+                    rounds: int = 1, chunk: int | None = None) -> Cost:
+    """`models` local runs over `trained_on` images each (once per round used), `chunk` models
+    at a time (None: all at once on an executor that stacks them, else one by one), and every
+    model and the victim's scoring `scored` images. Memory: every model's training data (drawn
+    up front) and parameters, the training of the models in one stack, and the
+    log-probabilities kept."""
     p = work.probe
-    train = rounds * work.training_seconds(models, trained_on)
+    stack = max(1, min(models, chunk or models)) if p.stacks else 1
+    train = rounds * work.training_seconds(models, trained_on, stack)
     score = rounds * (models + 1) * scored * p.forward_seconds + work.queries * SCORE_SECONDS_PER_QUERY
-    memory = (models * trained_on * p.input_numel * 4 + 3 * models * p.param_bytes + 8 * p.param_bytes
+    memory = (models * trained_on * p.input_numel * 4 + 3 * models * p.param_bytes + 8 * stack * p.param_bytes
               + 2 * (models + 1) * scored * work.classes * 8)
     rounds_note = f" x {rounds} rounds" if rounds > 1 else ""
-    return Cost(train + score, memory, f"{models} {what} x {work.local_steps(trained_on):,} local steps{rounds_note}",
-                once=train)
+    together = f", {stack} at a time" if stack > 1 else ""
+    return Cost(train + score, memory,
+                f"{models} {what} x {work.local_steps(trained_on):,} local steps{together}{rounds_note}", once=train)
+
+
+class TrainsModels(MembershipAttack):
+    """A membership attack that trains reference or shadow models (its setting `models_setting`):
+    the planner may train them in chunks of fewer models (`Adversary.chunk`) to fit the memory
+    budget; `train_shadows` trains each chunk in one executor call."""
+
+    chunk_unit = "models"
+    models_setting: ClassVar[str] = "references"
+
+    def chunks(self, work: Workload) -> int:
+        return max(1, int(getattr(self.settings, self.models_setting)))

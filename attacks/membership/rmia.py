@@ -29,8 +29,9 @@ import torch
 from fedattack.attacks.base import Adversary, AuditRole, NotApplicable
 from fedattack.attacks.evaluation.data import Samples
 from fedattack.attacks.hidden_parts.base import log_probs
-from fedattack.attacks.membership.family import MEMBERSHIP_METRICS, Calibrated, MembershipAttack
+from fedattack.attacks.membership.family import MEMBERSHIP_METRICS, Calibrated
 from fedattack.attacks.membership.reference_models import (
+    TrainsModels,
     offline_plan,
     offline_size,
     plan_info,
@@ -97,7 +98,7 @@ def pairwise_scores(rel_x: np.ndarray, rel_z: np.ndarray, gamma: float) -> np.nd
     return share + tiebreak
 
 
-class Rmia(MembershipAttack):
+class Rmia(TrainsModels):
     """Offline RMIA: pairwise likelihood ratios against population points."""
 
     name = "rmia"
@@ -111,7 +112,7 @@ class Rmia(MembershipAttack):
         s = self.settings
         population = min(s.population, work.aux // 3)
         trained_on = offline_size(work, work.aux - population, s.in_fraction)
-        return references_cost(work, s.references, trained_on, work.queries + population)
+        return references_cost(work, s.references, trained_on, work.queries + population, chunk=chunk)
 
     def cheaper(self, work: Workload, memory: int, seconds: float | None) -> str:
         return cheaper_setting(self, work, memory, seconds, "references", [8, 4, 2, 1])

@@ -30,9 +30,9 @@ from threadpoolctl import threadpool_limits
 from fedattack import progress
 from fedattack.attacks.base import Adversary, AuditRole, NotApplicable
 from fedattack.attacks.hidden_parts.base import log_probs
-from fedattack.attacks.membership.family import Calibrated, MembershipAttack
+from fedattack.attacks.membership.family import Calibrated
 from fedattack.attacks.membership.metrics import best_threshold
-from fedattack.attacks.membership.reference_models import offline_size, references_cost
+from fedattack.attacks.membership.reference_models import TrainsModels, offline_size, references_cost
 from fedattack.attacks.membership.shadow import ShadowData, shadow_splits, train_shadows
 from fedattack.attacks.planning.cost import Cost, Workload, cheaper_setting
 from fedattack.interrupts import honour_interrupts
@@ -67,7 +67,7 @@ class MembershipSettings:
             raise UserError("membership shadow_in_fraction must be between 0 and 1")
 
 
-class Membership(MembershipAttack):
+class Membership(TrainsModels):
     """Shadow-model membership inference (Shokri et al. 2017) with a loss-threshold baseline."""
 
     name = "membership"
@@ -76,11 +76,13 @@ class Membership(MembershipAttack):
     fast_settings = {"shadows": 1, "classifier": "logreg"}
     low_fpr = False  # classifiers fit for accuracy: the issue-20 baseline, weak at low FPR
     audit = AuditRole("membership", strength=0, paper=True)  # Shokri et al., the seed papers' attack
+    models_setting = "shadows"
 
     def cost(self, work: Workload, chunk: int | None = None) -> Cost:
         s = self.settings
         trained_on = offline_size(work, work.aux, s.shadow_in_fraction)
-        shadows = references_cost(work, s.shadows, trained_on, work.queries + work.aux, "shadow models")
+        shadows = references_cost(work, s.shadows, trained_on, work.queries + work.aux, "shadow models",
+                                  chunk=chunk)
         # `records` balances in and out per class: as many of each as the smaller side holds
         records = 2 * s.shadows * min(trained_on, max(1, work.aux - trained_on))
         fit = Cost(2 * records * FIT_SECONDS[s.classifier], 3 * records * work.classes * 8,

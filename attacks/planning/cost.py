@@ -51,6 +51,9 @@ class Probe:
 
     params: parameters (floats). step_seconds: one local SGD step on a batch of the recipe's
     size, through the evaluation's executor (setup per model in `job_seconds`).
+    stacked_step_seconds: what each further model adds to a step when the executor trains
+    models side by side in one stack (the batched executor); None: it trains them one after
+    another (the sequential one), so a step of k models costs k steps.
     forward_seconds: one image through the model without a graph, in large batches.
     input_numel: the numbers in one input image. `target`, `executor` and `seed` are what a
     family's units are measured on; `measured` holds them once measured (or given, in a test).
@@ -71,6 +74,12 @@ class Probe:
     threads: int = 1
     slowdown: float = 1.0
     load: float | None = None
+    stacked_step_seconds: float | None = None
+
+    @property
+    def stacks(self) -> bool:
+        """Whether the executor trains several models in one stack (one step for all of them)."""
+        return self.stacked_step_seconds is not None
 
     @property
     def param_bytes(self) -> int:
@@ -115,9 +124,16 @@ class Workload:
         n = self.samples if n is None else n
         return self.epochs * max(1, math.ceil(n / max(1, self.batch_size)))
 
-    def training_seconds(self, models: int, n: int | None = None) -> float:
-        """`models` local runs over n images each, through the executor."""
-        return models * (self.probe.job_seconds + self.local_steps(n) * self.probe.step_seconds)
+    def training_seconds(self, models: int, n: int | None = None, stack: int | None = None) -> float:
+        """`models` local runs over n images each, through the executor: one after another, or,
+        on an executor that stacks them, in stacks of `stack` models (None: all in one), each
+        step paying a fixed part once per stack and `stacked_step_seconds` per model."""
+        p, steps = self.probe, self.local_steps(n)
+        if p.stacked_step_seconds is None or models <= 1:
+            return models * (p.job_seconds + steps * p.step_seconds)
+        size = max(1, min(models, stack or models))
+        fixed = max(0.0, p.step_seconds - p.stacked_step_seconds)
+        return models * p.job_seconds + steps * (math.ceil(models / size) * fixed + models * p.stacked_step_seconds)
 
 
 @dataclass(frozen=True)

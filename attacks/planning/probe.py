@@ -3,7 +3,10 @@
 
 Everything runs on random inputs of the model's shape, never on anyone's data. Every evaluation
 measures a few local SGD steps through the evaluation's executor (two sizes, so the fixed cost
-of a local run separates from the cost of a step) and a forward pass in large batches. A
+of a local run separates from the cost of a step; on an executor that stacks models, also a
+stack of `STACK` short runs at once, so what each further model adds to a stacked step is
+known: reference models trained together cost that, not a step each) and a forward pass in
+large batches. A
 family's own units (model inversion's input gradient, gradient matching's double backward,
 update inversion's simulated step) are measured by that family, when a planned attack asks,
 with `per_image` and `saved_bytes`: the memory a graph holds is counted exactly, as the bytes
@@ -39,6 +42,7 @@ REPEATS = 3
 LONG_ENOUGH = 0.02  # seconds: a batch is grown until one run takes this long (timer noise is ~0.1 ms)
 MOST_IMAGES = 512
 TRAINING_IMAGES = 500
+STACK = 8  # models in the probe's stacked run (on an executor that stacks them)
 
 
 class _Clock:
@@ -53,8 +57,9 @@ def measure(target: Target, executor: str = "sequential", seed: int = 0) -> Prob
     _Clock.free = _Clock.wall = 0.0
     params = probe_params(target, seed)
     shape = tuple(target.ctx.input_shape)
-    step, job = _training(target, executor, seed, shape)
+    step, job, stacked = _training(target, executor, seed, shape)
     return Probe(params=sum(v.numel() for v in params.values()), step_seconds=step, job_seconds=job,
+                 stacked_step_seconds=stacked,
                  forward_seconds=_forward(target, params, shape), input_numel=math.prod(shape),
                  target=target, executor=executor, seed=seed, threads=torch.get_num_threads(),
                  slowdown=max(1.0, _Clock.wall / _Clock.free) if _Clock.free > 0 else 1.0,
@@ -83,25 +88,38 @@ def fastest(fn: Callable[[], Any], repeats: int = REPEATS) -> float:
     return best
 
 
-def _training(target: Target, executor: str, seed: int, shape: tuple[int, ...]) -> tuple[float, float]:
-    """(seconds per local step, seconds per local run besides its steps), from two run lengths."""
+def _training(target: Target, executor: str, seed: int,
+              shape: tuple[int, ...]) -> tuple[float, float, float | None]:
+    """(seconds per local step, seconds per local run besides its steps, seconds a step adds per
+    model in a stack or None), from two run lengths of one model and, on an executor that
+    stacks models (any but the sequential one), one run of `STACK` models at once."""
     recipe = target.recipe
     # the longer run on a few MB of images: a step's batch gathered from a client's thousands of
     # images misses the caches that a few dozen fit in (1.7x the time per step on mnist-mlp)
     sizes = (recipe.batch_size, max(4 * recipe.batch_size, min(TRAINING_IMAGES, 2**20 // math.prod(shape))))
     trainer = ShadowModels(target, executor, seed, 0)
-    times = []
-    for n in sizes:
-        x = torch.rand((n, *shape), generator=generator(seed, "probe-data", n))
-        y = torch.arange(n) % target.num_classes
-        data = ShadowData(Samples(x, y), Samples(x[:0], y[:0]))
-
-        def train(d: ShadowData = data) -> None:
-            trainer.train(Observation(), [d], False)
-        times.append(fastest(train, repeats=2))
+    times = [fastest(lambda n=n: trainer.train(Observation(), [_data(seed, shape, n, target)], False), repeats=2)
+             for n in sizes]
     steps = [recipe.epochs * math.ceil(n / recipe.batch_size) for n in sizes]
     per_step = max(1e-7, (times[1] - times[0]) / (steps[1] - steps[0]))
-    return per_step, max(0.0, times[0] - steps[0] * per_step)
+    job = max(0.0, times[0] - steps[0] * per_step)
+    if executor == "sequential":
+        return per_step, job, None
+    # a stack of the longer runs: what each further model adds to a step (on short runs, whose
+    # data sit in the caches, it measured a third of what 16 models of 2,400 images pay)
+    n = sizes[1]
+    datas = [_data(seed, shape, n, target, j) for j in range(STACK)]
+    stacked = fastest(lambda: trainer.train(Observation(), datas, False), repeats=1)
+    many = recipe.epochs * math.ceil(n / recipe.batch_size)
+    per_model = ((stacked - STACK * job) / many - per_step) / (STACK - 1)
+    return per_step, job, min(per_step, max(1e-8, per_model))
+
+
+def _data(seed: int, shape: tuple[int, ...], n: int, target: Target, j: int = 0) -> ShadowData:
+    """n random images of the model's shape, with every class in turn: a probe's training data."""
+    x = torch.rand((n, *shape), generator=generator(seed, "probe-data", n, j))
+    y = torch.arange(n) % target.num_classes
+    return ShadowData(Samples(x, y), Samples(x[:0], y[:0]))
 
 
 def _forward(target: Target, params: State, shape: tuple[int, ...]) -> float:

@@ -93,8 +93,9 @@ def threat_model_help() -> str:
 @click.option("--resume", is_flag=True, help="Add to a non-empty --out, skipping victims whose results are there.")
 @click.option("--force", is_flag=True, help="Replace the results in a non-empty --out.")
 @plugin_option("a threat model, attack or strategy (before --help, it shows there)")
-@click.option("--executor", default="sequential", show_default=True,
-              help="Executor for shadow models; batched also inverts every victim's model at once.")
+@click.option("--executor", default="batched", show_default=True,
+              help="Executor for shadow and reference models: batched trains each victim's together (and "
+                   "inverts every victim's model at once); sequential, one at a time (the reference).")
 @click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True,
               help="Torch CPU threads (1 is fastest for these small models on a shared machine).")
 @click.option("--model", "models", multiple=True, metavar="MODULE:FACTORY",

@@ -37,7 +37,7 @@ naming it, because a misspelt key that is silently ignored gives a plausible wro
     max-queries = 1000                # most members judged per victim
     nonmembers = 1000                 # non-members judged per victim (at least as many as members)
     seeds = [0]
-    executor = "batched"              # trains shadow and reference models [default: sequential]
+    executor = "batched"              # trains shadow and reference models [default: batched]
     [evaluation.settings]             # attack settings; each goes to every attack that has it
     shadows = 3
     [evaluation.grid]                 # as [federation.grid], e.g. "settings.shadows" = [2, 4]
