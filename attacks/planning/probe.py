@@ -98,8 +98,10 @@ def _training(target: Target, executor: str, seed: int,
     # images misses the caches that a few dozen fit in (1.7x the time per step on mnist-mlp)
     sizes = (recipe.batch_size, max(4 * recipe.batch_size, min(TRAINING_IMAGES, 2**20 // math.prod(shape))))
     trainer = ShadowModels(target, executor, seed, 0)
-    times = [fastest(lambda n=n: trainer.train(Observation(), [_data(seed, shape, n, target)], False), repeats=2)
-             for n in sizes]
+    def run(n: int) -> Callable[[], object]:
+        return lambda: trainer.train(Observation(), [_data(seed, shape, n, target)], False)
+
+    times = [fastest(run(n), repeats=2) for n in sizes]
     steps = [recipe.epochs * math.ceil(n / recipe.batch_size) for n in sizes]
     per_step = max(1e-7, (times[1] - times[0]) / (steps[1] - steps[0]))
     job = max(0.0, times[0] - steps[0] * per_step)
