@@ -98,10 +98,11 @@ def _training(target: Target, executor: str, seed: int,
     # images misses the caches that a few dozen fit in (1.7x the time per step on mnist-mlp)
     sizes = (recipe.batch_size, max(4 * recipe.batch_size, min(TRAINING_IMAGES, 2**20 // math.prod(shape))))
     trainer = ShadowModels(target, executor, seed, 0)
-    def run(n: int) -> Callable[[], object]:
-        return lambda: trainer.train(Observation(), [_data(seed, shape, n, target)], False)
 
-    times = [fastest(run(n), repeats=2) for n in sizes]
+    def run(data: ShadowData) -> Callable[[], object]:  # the data made once, outside the timing
+        return lambda: trainer.train(Observation(), [data], False)
+
+    times = [fastest(run(_data(seed, shape, n, target)), repeats=2) for n in sizes]
     steps = [recipe.epochs * math.ceil(n / recipe.batch_size) for n in sizes]
     per_step = max(1e-7, (times[1] - times[0]) / (steps[1] - steps[0]))
     job = max(0.0, times[0] - steps[0] * per_step)
@@ -112,8 +113,7 @@ def _training(target: Target, executor: str, seed: int,
     n = sizes[1]
     datas = [_data(seed, shape, n, target, j) for j in range(STACK)]
     stacked = fastest(lambda: trainer.train(Observation(), datas, False), repeats=1)
-    many = recipe.epochs * math.ceil(n / recipe.batch_size)
-    per_model = ((stacked - STACK * job) / many - per_step) / (STACK - 1)
+    per_model = ((stacked - STACK * job) / steps[1] - per_step) / (STACK - 1)
     return per_step, job, min(per_step, max(1e-8, per_model))
 
 
