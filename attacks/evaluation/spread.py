@@ -88,12 +88,11 @@ def run_victim(job: VictimJob) -> None:
     """One victim's planned calls, into `job.out` (emptied first: a retried task starts clean)."""
     from fedattack.attacks.evaluation import evaluate as ev
     from fedattack.attacks.evaluation.data import split_pools
-    from fedattack.attacks.evaluation.request import names
     from fedattack.attacks.planning.case import make_case
     from fedattack.attacks.planning.planner import _work
     from fedattack.attacks.threat_models.base import RunFacts
     from fedattack.federation.rundir import Federation
-    from fedattack.registry import ATTACKS, THREAT_MODELS
+    from fedattack.registry import ATTACKS
 
     out = Path(job.out)
     shutil.rmtree(out, ignore_errors=True)
@@ -103,7 +102,7 @@ def run_victim(job: VictimJob) -> None:
     target = fed.target(job.data_root)
     dataset = ev._dataset(fed, job.data_root)
     pools = split_pools(dataset, spec.aux_size, spec.eval_size, spec.seed)
-    threats = [THREAT_MODELS.get(n)() for n in names(spec.threat_models, THREAT_MODELS.names())]
+    threats = ev.threat_models(spec)  # as the parent planned them, the default audit's included
     facts, samples = RunFacts.of(fed), len(fed.partition().clients[job.victim].train)
     probe = dataclasses.replace(job.probe, target=target)
     plan = Plan(job.budget, job.baseline, default="default" in spec.attacks)
