@@ -55,7 +55,9 @@ def test_a_killed_evaluation_leaves_a_staging_folder_the_next_one_removes(ws: Wo
     proc.send_signal(signal.SIGKILL)  # no handler runs: the folder and the lock stay
     finish(proc, args)
     assert list(ws.root.glob(".results.partial-*")) and (ws.root / ".results.lock").exists()
-    done = ws.fedattack(*QUICK, "--victim", "0")
+    # --force: the kill may land after the first victim was published (its results kept, marked
+    # incomplete), and then an evaluation into the folder without --resume or --force is refused
+    done = ws.fedattack(*QUICK, "--victim", "0", "--force")
     assert done.code == 0, done.err
     assert "removed 1 staging folder(s) an earlier evaluation into results left when it was killed" in done.err
     assert not [p.name for p in ws.root.iterdir() if p.name.startswith(".")]  # no staging folder, no lock
