@@ -126,6 +126,7 @@ def test_a_bad_evaluation_value_is_one_line_naming_the_entry(bad: str, message: 
 
 def test_an_evaluation_entry_chooses_the_executor_of_its_shadow_models_and_it_is_part_of_the_address() -> None:
     default = plan(parse(tomllib.loads(MINIMAL))).evaluations[0]
-    sequential = plan(parse(tomllib.loads(MINIMAL.replace("seeds = [3, 4]", 'seeds = [3, 4]\nexecutor = "sequential"'))))
+    named = MINIMAL.replace("seeds = [3, 4]", 'seeds = [3, 4]\nexecutor = "sequential"')
+    sequential = plan(parse(tomllib.loads(named)))
     assert default.spec.executor == "batched" and sequential.evaluations[0].spec.executor == "sequential"
     assert sequential.evaluations[0].ident != default.ident
