@@ -39,7 +39,13 @@ class Reporter:
             yield
         finally:
             if planned == planned:  # not NaN (an attack that declared no cost)
-                self.bar.update(min(planned, max(0.0, self.bar.total - self.bar.n)))
+                self.advance(planned)
+
+    def advance(self, planned: float) -> None:
+        """Move the bar by a call's planned seconds, never past its total: float sums of the calls'
+        estimates can overshoot a rounded total by a hair, and tqdm then warns on the user's terminal."""
+        self.bar.n = min(float(self.bar.total), float(self.bar.n) + max(0.0, planned))
+        self.bar.refresh()
 
     def inner(self, what: str, total: int | None) -> Any:
         return tqdm(total=total, desc=f"  {what}", leave=False, disable=self.disable, position=1,

@@ -116,6 +116,9 @@ def below(c: Claim) -> str:
 RECOVERY = {"shown": "recovers {share} of the victim's training images above 20 dB",
             "not shown": "recovers no training image reliably above 20 dB ({share})",
             "other": "cannot be judged on training images ({share} above 20 dB)"}
+ACTING = {"shown": "would recover {share} of the victim's training images above 20 dB in one round",
+          "not shown": "would recover no training image reliably above 20 dB in one round ({share})",
+          "other": "cannot be judged on training images ({share} above 20 dB in one round)"}
 # Model inversion: what it learns about the client (its class mix beyond the population's, by the
 # side of that number against chance), then what its class images are.
 CLASS_MIX = {"above": "infers which classes the victim holds more of than the population (the half of the "
@@ -173,7 +176,16 @@ def generic(c: Claim) -> Said:
     return "; ".join(f"{s.reading.label} {_v(s)}" for s in c.numbers), [words]
 
 
-SAYS = {"auc": membership, "psnr_mean": reconstruction, "attack_accuracy": inversion}
+def acting(c: Claim) -> Said:
+    """A server's reading of one round: what it recovers from a round it read (passive or having
+    acted in training), or, for the malicious-server what-if (`Claim.acts`), what it would recover."""
+    share = next(s for s in c.numbers if s.reading.key == "recovered_20")
+    words = {k: v.replace("would recover", "recovers").replace(" in one round", " from the round it read")
+             for k, v in ACTING.items()} if not c.acts else ACTING
+    return _said(c, words, share=_v(share)), [f"chance {_level(share)}"] if share.chance is not None else []
+
+
+SAYS = {"auc": membership, "psnr_mean": reconstruction, "attack_accuracy": inversion, "recovered_20": acting}
 
 
 def sentence(c: Claim) -> str:

@@ -207,6 +207,7 @@ def fill(claim: Claim, chosen: Candidate) -> None:
         m = metric_reading(rs, key)
         chance = inversion_chance(rs) if key == "attack_accuracy" else m.chance
         chance = 0.0 if key == "share_recovered" else chance
+        chance = measured_chance(rs, key) if chance is None else chance
         claim.numbers.append(Shown(m, estimate(rs, key), chance))
     if any(k == "attack_accuracy" for k in shown_keys):
         claim.judge = judge(rs)
@@ -215,6 +216,16 @@ def fill(claim: Claim, chosen: Candidate) -> None:
     claim.client_status = status_of(about) if about else "none"
     if claim.status == "below chance":
         claim.why_below, claim.baseline = explain_below(rs)
+
+
+def measured_chance(rs: list[LoadedResult], key: str) -> float | None:
+    """Chance as the attacks measured it (a result's `chance` baseline: the acting server's readout
+    scores public images that were never trained on), where a metric declares no fixed level;
+    the mean over victims, and only where every victim measured it."""
+    found = [b.get(key) for r in rs if isinstance(b := r.result.baselines.get("chance"), dict)]
+    if len(found) != len(rs) or not all(isinstance(v, (int, float)) and math.isfinite(v) for v in found):
+        return None
+    return sum(float(v) for v in found if v is not None) / len(found)
 
 
 def client_measures(rs: list[LoadedResult]) -> list[str]:

@@ -244,8 +244,9 @@ def _ul(items: list[str]) -> str:
 
 
 def _inline(text: str) -> str:
-    """Escaped text with Markdown's **bold**, the one inline mark the report's sentences use."""
-    return re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", html.escape(text))
+    """Escaped text with Markdown's **bold** and *italic*, the inline marks the report's sentences use."""
+    bold = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", html.escape(text))
+    return re.sub(r"(?<![*\w])\*(?![*\s])([^*]+?)(?<!\s)\*(?![*\w])", r"<em>\1</em>", bold)
 
 
 def _html_table(block: TableBlock) -> str:

@@ -42,6 +42,7 @@ BUILT_IN = {
     "psnr_mean": Family("psnr_mean", "training-data reconstruction", ("share_recovered", "psnr_mean"),
                         "share_recovered"),
     "attack_accuracy": Family("attack_accuracy", "model inversion", ("attack_accuracy",), "attack_accuracy"),
+    "recovered_20": Family("recovered_20", "image recovery from one round", ("recovered_20",), "recovered_20"),
 }
 # where a result's trials are recorded, for a rate of known counts: metric -> (path in extra, what)
 COUNTS = {"share_recovered": (("reconstruction_match", "pairs"), "matched images"),

@@ -31,6 +31,9 @@ HIGH_RATIO = 10.0
 HIGH_AUC = 0.75
 LOW_FPR = 0.01
 LEVELS = ("high", "moderate", "low", "undetermined")
+# the share of a client's training images recovered above 20 dB: update inversion's, and the
+# acting server's readout's
+RECOVERED = ("share_recovered", "recovered_20")
 
 
 @dataclass(frozen=True)
@@ -56,7 +59,7 @@ def high(claim: Claim) -> bool:
         return False
     for s in (n for n in claim.numbers if n.reading.client):
         low = s.interval.low if s.interval.has_interval else float("nan")
-        if s.reading.key == "share_recovered" and low >= HIGH_SHARE:
+        if s.reading.key in RECOVERED and low >= HIGH_SHARE:
             return True
         if s.reading.key == "auc" and low >= HIGH_AUC:
             return True

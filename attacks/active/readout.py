@@ -49,6 +49,12 @@ READOUT_METRICS = (
 )
 
 
+def draws(pool: int, size: int) -> int:
+    """The chance baseline's disjoint draws of `size` public images from a pool of `pool` (as `score`
+    cuts them: at least one, at most `DRAWS`); an unknown pool (0) is priced at `DRAWS`."""
+    return DRAWS if pool <= 0 else max(1, min(DRAWS, pool // max(1, size)))
+
+
 class Readout(DataReconstruction):
     """The server's closed-form reading of a round it holds (its own design, if it acted)."""
 
@@ -60,8 +66,9 @@ class Readout(DataReconstruction):
         """One pass over a round's tensors, then the matching that dominates: the victim's
         images against the returned ones, and against as many public images `DRAWS` times."""
         match = scoring_cost(work)
-        return Cost(match.seconds * (1 + DRAWS), match.peak_bytes,
-                    f"one round read; {work.samples:,} images matched {1 + DRAWS} times")
+        times = 1 + draws(work.evaluation, work.samples)
+        return Cost(match.seconds * times, match.peak_bytes,
+                    f"one round read; {work.samples:,} images matched {times} times")
 
     def reconstruct(self, adv: Adversary, gen: torch.Generator) -> Reconstructions:
         active, victim = adv.view.active, adv.view.victim
@@ -85,12 +92,12 @@ class Readout(DataReconstruction):
         recs, real = guesses.images.detach().clamp(0, 1), truth.members.x
         found = matched(recs, real)
         pool, size = truth.shared.evaluation.x, max(len(recs), 1)
-        draws = [matched(pool[i:i + size], real) for i in range(0, max(len(pool) - size + 1, 1), size)][:DRAWS]
+        chance = [matched(pool[i:i + size], real) for i in range(0, max(len(pool) - size + 1, 1), size)][:DRAWS]
         metrics = {**found.metrics, "candidates": float(len(recs))}
-        baselines = {"chance": {k: float(np.mean([d.metrics[k] for d in draws]))
+        baselines = {"chance": {k: float(np.mean([d.metrics[k] for d in chance]))
                                 for k in ("recovered_20", "recovered_40")}}
         extra = {"reconstruction_match": {**guesses.info, "pairs": found.pairs, "psnr": found.psnr.tolist()},
-                 "chance": f"{len(draws)} draws of {min(size, len(pool))} test-split images (no client trained "
+                 "chance": f"{len(chance)} draws of {min(size, len(pool))} test-split images (no client trained "
                            "on them), matched alike; the mean"}
         images = {} if not found.pairs else {
             "reconstructions": recs[torch.as_tensor([i for i, _ in found.pairs])],

@@ -105,7 +105,8 @@ class Workload:
     round it sees (1 for one client's channel). queries: membership queries (members and
     non-members). aux: the adversary's auxiliary images. epochs, batch_size: the local recipe.
     first_layer: (units, inputs) of a fully connected first layer on the wire, or None.
-    models: how many models the call attacks (an upper bound's held models, else 1)."""
+    models: how many models the call attacks (an upper bound's held models, else 1).
+    evaluation: the test-split images an attack may score against (chance baselines draw from them)."""
 
     samples: int
     rounds: int
@@ -118,6 +119,7 @@ class Workload:
     probe: Probe
     first_layer: tuple[int, int] | None = None
     models: int = 1
+    evaluation: int = 0  # the evaluation pool's test-split images (0: not known)
 
     def local_steps(self, n: int | None = None) -> int:
         """SGD steps of one local run over n images (default: the victim's)."""

@@ -113,9 +113,12 @@ class Plan:
         groups: dict[tuple[str, str], list[Call]] = {}
         for c in self.calls:
             groups.setdefault((c.tm.name, c.attack.name), []).append(c)
+        names = [*groups, *((i["threat_model"], i["attack"]) for i in self.left_out)]
+        tw = max((len(tm) for tm, _ in names), default=0)
+        aw = max((len(a) for _, a in names), default=0)
         for (tm, attack), calls in groups.items():
             runs = [c for c in calls if c.decision.runs]
-            label = f"  {tm:<13} {attack:<18}"
+            label = f"  {tm:<{tw}} {attack:<{aw}}"
             if not runs:
                 out.append(f"{label} refused: {calls[0].decision.refused}")
                 continue
@@ -130,7 +133,7 @@ class Plan:
             out.append(f"{label} {len(runs)} victim(s), {shown}, peak ~{human_bytes(peak)}{how}; "
                        f"{runs[0].decision.cost.detail}{more}")
         for item in self.left_out:
-            out.append(f"  {item['threat_model']:<13} {item['attack']:<18} left out: {item['why']}")
+            out.append(f"  {item['threat_model']:<{tw}} {item['attack']:<{aw}} left out: {item['why']}")
         out.append(f"  total ~{human_seconds(self.total_seconds)}{self.speed()}, peak ~{human_bytes(self.peak)}")
         return out
 
@@ -226,7 +229,7 @@ def sibling(attack: Attack, work: Workload, room: int, seconds: float | None) ->
 
 
 def workload(target: Target, view: View, obs: Observation, samples: int, queries: int, aux: int,
-             probe: Any) -> Workload:
+             probe: Any, evaluation: int = 0) -> Workload:
     """What one call's cost depends on, from the view (rounds and uplinks it sees), the
     partition's size of the victim and the model's declared shapes."""
     entries = view.entries()
@@ -237,7 +240,7 @@ def workload(target: Target, view: View, obs: Observation, samples: int, queries
     return Workload(samples=samples, rounds=max(1, len(mine)) if obs.round is not None else 1, clients=clients,
                     queries=queries, aux=aux, classes=target.num_classes, epochs=recipe.epochs,
                     batch_size=recipe.batch_size, probe=probe, first_layer=first_layer(target),
-                    models=max(1, len(view.held)))
+                    models=max(1, len(view.held)), evaluation=evaluation)
 
 
 def first_layer(target: Target) -> tuple[int, int] | None:

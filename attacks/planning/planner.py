@@ -93,7 +93,8 @@ def _work(target: Target, case: Case, spec: EvaluationSpec, pools: Pools, sample
     queries = members + max(members, min(spec.nonmembers, len(pools.nonmember)))
     knows = case.tm.knows
     aux = len(pools.aux) if knows.aux_size is None else min(knows.aux_size, len(pools.aux))
-    return workload(target, case.view, case.obs, samples, queries, aux, probe), max(1, len(case.strategies))
+    return (workload(target, case.view, case.obs, samples, queries, aux, probe, len(pools.evaluation)),
+            max(1, len(case.strategies)))
 
 
 def refuse_named(plan: Plan, spec: EvaluationSpec) -> None:

@@ -14,22 +14,15 @@ from __future__ import annotations
 import math
 
 from fedattack.intervals import Interval, mean_interval
+from fedattack.reports import numbers
 from fedattack.reports.absolute_section import finding
-from fedattack.reports.claims import Claim
+from fedattack.reports.claims import Claim, measured_chance
 from fedattack.reports.collect import LoadedResult
+from fedattack.reports.families import metric_reading
 from fedattack.reports.risk import risk
 from fedattack.reports.verdict_lines.base import VERDICT_LINES, Federation, Level, LineSource, Part
 
 AGAINST = "a server that acts for one round"
-
-
-def percent(iv: Interval) -> str:
-    """'73% [66, 80]', or '73% (no interval: n < 2)'."""
-    if not math.isfinite(iv.mean):
-        return "no number"
-    if not iv.has_interval:
-        return f"{100 * iv.mean:.0f}% (no interval, n = {iv.n})"
-    return f"{100 * iv.mean:.0f}% [{100 * iv.low:.0f}, {100 * iv.high:.0f}]"
 
 
 def metric(results: list[LoadedResult], key: str) -> Interval:
@@ -38,19 +31,29 @@ def metric(results: list[LoadedResult], key: str) -> Interval:
                           and math.isfinite(float(r.result.metrics[key]))])
 
 
-def sentence(attack: str, results: list[LoadedResult], missing: int) -> str:
+def share(results: list[LoadedResult], key: str, against: tuple[float, ...] = (), note: str = "none") -> str:
+    """A share in the report's one notation (`numbers.shown`: digits from the interval, never
+    rounded onto the chance it is judged against)."""
+    return numbers.shown(metric(results, key), metric_reading(results, key), note=note, against=against)
+
+
+def sentence(results: list[LoadedResult], missing: int) -> str:
     """One attack's line over its applicable results (one per victim)."""
     n = len({r.result.victim for r in results})
-    found, verbatim, flagged = (metric(results, k) for k in ("recovered_20", "recovered_40", "flagged_downlink_check"))
-    chance = [float(r.result.baselines.get("chance", {}).get("recovered_20", math.nan)) for r in results]
-    level = sum(chance) / len(chance) if chance else math.nan
+    found = metric(results, "recovered_20")
+    level = measured_chance(results, "recovered_20")
+    chance = () if level is None else (level,)
     defences = sorted({d.get("name", "") for r in results for d in r.result.run.get("defences") or []})
-    stops = "do not stop it" if found.has_interval and found.low > level else "stop it here"
-    said = (f"{AGAINST} ({attack}) would recover {percent(found)} of this client's training images above 20 dB "
-            f"({percent(verbatim)} verbatim, above 40 dB; chance {100 * level:.0f}%; n = {n} victims)")
+    stops = "do not stop it" if level is not None and found.has_interval and found.low > level else "stop it here"
+    said = (f"{AGAINST} would recover {share(results, 'recovered_20', chance)} of this client's training "
+            f"images above 20 dB ({share(results, 'recovered_40')} verbatim, above 40 dB")
+    if level is not None:
+        said += f"; chance {numbers.level(level, metric_reading(results, 'recovered_20'), found, chance)}"
+    said += f"; {numbers.count(n)})"
     said += f"; this federation's defences ({', '.join(defences)}) {stops}" if defences else ""
-    if flagged.n:
-        said += f"; a client running downlink-check would refuse the round in {percent(flagged)} of rounds"
+    if metric(results, "flagged_downlink_check").n:
+        said += (f"; a client running downlink-check would refuse the round in "
+                 f"{share(results, 'flagged_downlink_check')} of rounds")
     said += f"; {missing} more victims not applicable" if missing else ""
     return said + "."
 
@@ -74,8 +77,8 @@ class MaliciousServerLines(LineSource):
                 out.lines.append(f"*Had the server acted* (**{c.threat}**): not applicable: {why}.")
                 continue
             missing = sum(c.not_applicable.values())
-            out.lines.append(f"*Had the server acted* (**{c.threat}**, sees {c.observes}): "
-                             + sentence(c.chosen.attack, c.chosen.results, missing))
+            out.lines.append(f"*Had the server acted* (**{c.threat}**, sees {c.observes}; {c.chosen.attack}): "
+                             + sentence(c.chosen.results, missing))
         if claims:
             r = risk(claims)
             out.levels.append(Level(r, AGAINST, finding(r), named=True))

@@ -5,6 +5,8 @@ line naming the fact."""
 
 from __future__ import annotations
 
+import json
+import re
 import types
 from pathlib import Path
 from typing import Any
@@ -51,6 +53,13 @@ def test_the_default_audit_adds_the_malicious_server_and_it_reads_above_chance(p
         assert r.run["active_adversary"] is None  # the run itself was honest: this is a what-if, labelled
         assert r.metrics["recovered_20"] > r.baselines["chance"]["recovered_20"] + 0.2
         assert r.extra["acting_round"]["reply"].startswith("simulated")
+    # the plan priced as many chance draws as the readout scored (it priced 20 whatever the pool held)
+    plan = json.loads((tmp_path / "out" / "plan.json").read_text())
+    for r in acting:
+        call = next(c for c in plan["calls"] if c["attack"] == r.attack and c["victim"] == r.victim)
+        priced = int(re.search(r"matched (\d+) times", call["detail"]).group(1))  # type: ignore[union-attr]
+        scored = int(re.match(r"(\d+) draws", r.extra["chance"]).group(1))  # type: ignore[union-attr]
+        assert priced == 1 + scored, (call["detail"], r.extra["chance"])
 
 
 @pytest.mark.parametrize("attack", ACTING)

@@ -25,10 +25,11 @@ def test_the_verdict_says_what_one_acting_round_would_recover(tmp_path: Path) ->
     text = "\n".join(lines)
     acted = [ln for ln in lines if "Had the server acted" in ln]
     assert len(acted) == 1, text
-    said = re.search(r"a server that acts for one round \(acting-imprint\) would recover (\d+)% \[(\d+), (\d+)\] "
-                     r"of this client's training images above 20 dB .*n = 3 victims", acted[0])
+    said = re.search(r"; acting-imprint\): a server that acts for one round would recover ([\d.]+)% \[([\d.]+), "
+                     r"([\d.]+)\] of this client's training images above 20 dB .*; chance [\d.]+%; 3 victims\)",
+                     acted[0])
     assert said, acted[0]
-    mean, low, high = map(int, said.groups())
+    mean, low, high = map(float, said.groups())
     assert low <= mean <= high and low > 20  # above chance (a few %) on every resample
     assert "downlink-check would refuse the round in 100%" in acted[0]
     assert "against a server that acts for one round" in text  # its own level in the head
