@@ -5,6 +5,11 @@ canaries cannot be audited after the fact) and writes `RUN.audit-<level>.json` b
 nothing else: the run directory itself is never modified, and an existing file at --out is
 replaced only with --overwrite and only when it is an earlier audit. `--plugin` loads the file
 that registered the run's own defence (or method, or model), as `fedattack train` did.
+
+`--white-box` audits with canary clients on distinct coordinates, scored over every round's
+model, and reports both one-run bounds (epsilon-delta and Gaussian DP); `--runs N` trains N small
+federations with one such canary each on a sweep backend (`--backend`, `--workers`); `--plant BUG`
+audits the run's spec with its dp-fedavg replaced by a bug of the zoo (`fedattack.audit.zoo`).
 """
 
 from __future__ import annotations
@@ -28,6 +33,15 @@ from fedattack.commands.options import Choice, data_root_option, plugin_option
 @click.option("--confidence", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.95,
               show_default=True, help="Confidence of the lower bound.")
 @click.option("--executor", default=None, help="Executor of the canary run. Default: the run's.")
+@click.option("--white-box", "white_box", is_flag=True,
+              help="Canary clients on distinct coordinates scored over every round's model (the server's "
+                   "view): both one-run bounds, epsilon-delta (Steinke et al.) and Gaussian DP (Mahloujifar et al.).")
+@click.option("--runs", type=click.IntRange(min=10), default=None,
+              help="Multi-run audit: this many small federations with one white-box canary each.")
+@click.option("--backend", default="local", show_default=True, help="Where --runs run: a sweep backend.")
+@click.option("--workers", type=click.IntRange(min=1), default=None, help="Workers of --backend.")
+@click.option("--plant", default=None,
+              help="Audit the run's spec with its dp-fedavg replaced by a zoo bug (fedattack.audit.zoo).")
 @data_root_option
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
               help="JSON file to write. Default: RUN_DIR.audit-<level>.json beside RUN_DIR.")
@@ -35,6 +49,7 @@ from fedattack.commands.options import Choice, data_root_option, plugin_option
               help="Replace --out if it holds an earlier audit (nothing else is replaced).")
 @plugin_option("the run's own defence, method or model (as passed to `fedattack train`)")
 def audit_command(run_dir: str, level: str, canaries: int, confidence: float, executor: str | None,
+                  white_box: bool, runs: int | None, backend: str, workers: int | None, plant: str | None,
                   data_root: str | None, out: str | None, overwrite: bool, plugins: tuple[str, ...]) -> None:
     """Plant canaries in one training run with RUN_DIR's spec; print the audited epsilon (Steinke,
     Nasr and Jagielski 2023) of the final model and of every round's model beside the claimed one."""
@@ -42,13 +57,26 @@ def audit_command(run_dir: str, level: str, canaries: int, confidence: float, ex
     from fedattack.audit import AuditSpec, audit_federation
     from fedattack.federation.claim import PidLock
     from fedattack.federation.rundir import Federation
+    from fedattack.registry import UserError
 
-    path = Path(out) if out else Path(run_dir).resolve().parent / f"{Path(run_dir).name}.audit-{level}.json"
+    mode = "multirun" if runs else "whitebox" if white_box else level
+    if mode != level and level != "client":
+        raise UserError("--white-box and --runs audit canary clients; drop --level example")
+    path = Path(out) if out else Path(run_dir).resolve().parent / f"{Path(run_dir).name}.audit-{mode}.json"
     claim_file(path, overwrite)  # before the canary run, which takes minutes
     spec = Federation(run_dir, deep_verify=False).spec
+    if plant:
+        spec = dataclasses.replace(spec, defences=planted_defences(spec.defences, plant))
     require_defences(spec)
     if executor:
         spec = dataclasses.replace(spec, executor=executor)
+    if mode != level:
+        with PidLock(path.parent / f".{path.name}.lock", f"writing {path}"):
+            result = white_box_result(spec, canaries, confidence, runs, backend, workers, data_root)
+            claim_file(path, overwrite)
+            write_json(path, result)
+        click.echo(f"{say(result)}\nwrote {path} ({result['seconds']:.1f}s)")
+        return
     with PidLock(path.parent / f".{path.name}.lock", f"writing {path}"):
         result = audit_federation(spec, AuditSpec(level=level, canaries=canaries, confidence=confidence),
                                   data_root)
@@ -63,14 +91,53 @@ def audit_command(run_dir: str, level: str, canaries: int, confidence: float, ex
     click.echo(f"wrote {path} ({result['seconds']:.1f}s)")
 
 
+def planted_defences(defences: Any, bug: str) -> Any:
+    from fedattack.audit.zoo import with_bug
+    from fedattack.registry import UserError
+
+    try:
+        return with_bug(tuple(defences), bug)
+    except ValueError:
+        raise UserError(f"--plant {bug} replaces the run's dp-fedavg, and the run has none; audit a run "
+                        "trained with --defence dp-fedavg") from None
+
+
+def white_box_result(spec: Any, canaries: int, confidence: float, runs: int | None, backend: str,
+                     workers: int | None, data_root: str | None) -> dict[str, Any]:
+    from fedattack.audit.multirun import multirun_audit
+    from fedattack.audit.whitebox import WhiteBoxSpec, whitebox_audit
+
+    if runs:
+        return multirun_audit(spec, runs, backend, workers, confidence, data_root)
+    return whitebox_audit(spec, WhiteBoxSpec(canaries=canaries, confidence=confidence), data_root)
+
+
+def say(result: dict[str, Any]) -> str:
+    """The audit in one or two lines, beside the claim."""
+    claim = result["claimed"]
+    stated = "no claim" if claim["epsilon"] is None else f"{claim['epsilon']:.3g} ({claim['defence']})"
+    if "bounds" in result:
+        st, g = result["bounds"]["steinke"], result["bounds"]["gdp"]
+        return (f"white-box, one run, m={g['canaries']}: audited epsilon >= {g['epsilon']:.3g} (Gaussian DP, "
+                f"mu >= {g['mu']:.3g}) and >= {st['epsilon']:.3g} (epsilon-delta) at {g['confidence']:.0%} "
+                f"confidence (delta {g['delta']:g}); claimed epsilon {stated}")
+    b, e = result["bound"], result["estimate"]
+    est = "none (the scores do not vary)" if e["mu"] is None else \
+        f"{e['epsilon']:.3g} [{e['epsilon_low']:.3g}, {e['epsilon_high']:.3g}] (mu {e['mu']:.3g})"
+    return (f"white-box, {result['runs']} runs: audited epsilon >= {b['epsilon']:.3g} (Clopper-Pearson, "
+            f"mu >= {b['mu']:.3g}) at {result['confidence']:.0%} confidence; Gaussian estimate {est}; "
+            f"claimed epsilon {stated}")
+
+
 def require_defences(spec: Any) -> None:
     """A run trained with a plugin's defence needs that plugin again: say so, naming both."""
+    from fedattack.audit.zoo import BUGS
     from fedattack.defences import DEFENCES
     from fedattack.registry import UserError
 
     for entry in spec.defences:
         name = entry.get("name") if isinstance(entry, dict) else None
-        if isinstance(name, str) and name not in DEFENCES:
+        if isinstance(name, str) and name not in DEFENCES and name not in BUGS:
             raise UserError(f"the run was trained with the defence {name!r}, which nothing installed registers; "
                             "pass --plugin FILE, the file `fedattack train --plugin` was given")
 
