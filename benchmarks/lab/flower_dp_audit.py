@@ -52,7 +52,8 @@ def _eps(x: float | None) -> str:
 def render(data: dict[str, Any]) -> str:
     """One line per configuration: its verdicts, the claim, the audited bound and the noise seen."""
     lines = ["| configuration | verdict (seeds) | claimed epsilon | audited lower bound, min-max | "
-             "canary AUC, min-max | noise std per coordinate, measured / claimed | seconds |", "|---|---|---|---|---|---|---|"]
+             "canary AUC, min-max | noise std per coordinate, measured / claimed | seconds |",
+             "|---|---|---|---|---|---|---|"]
     for name in data["configs"]:
         rows = [r for r in data["rows"] if r["config"] == name]
         verdicts = sorted({r["verdict"] for r in rows})
