@@ -18,7 +18,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-CONFIGS = ("server_side", "client_side", "accounted", "adaptive", "noise_removed", "noise_free_filter")
+CONFIGS = ("server_side", "client_side", "accounted", "adaptive", "forgotten_mod", "noise_removed",
+           "noise_free_filter")
 CANARIES = 64
 
 

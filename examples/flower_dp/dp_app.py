@@ -7,6 +7,7 @@ and the mods it runs):
 
     server_side       DifferentialPrivacyServerSideFixedClipping (the server clips and adds noise)
     client_side       DifferentialPrivacyClientSideFixedClipping + fixedclipping_mod on the clients
+    forgotten_mod     client_side with the clients' fixedclipping_mod left out (nothing clips)
     accounted         server_side with Flower's RdpAccountant kept by the wrapper
     adaptive          DifferentialPrivacyServerSideAdaptiveClipping
     noise_removed     a planted bug: server_side whose noise is never added, its claim kept
@@ -102,6 +103,11 @@ def server_side() -> FlowerApp:
 def client_side() -> FlowerApp:
     return declared(lambda n: DifferentialPrivacyClientSideFixedClipping(fedavg(), SIGMA, CLIP, n),
                     [fixedclipping_mod])
+
+
+def forgotten_mod() -> FlowerApp:
+    """A misconfiguration: client-side fixed clipping, the clients' fixedclipping_mod left out."""
+    return declared(lambda n: DifferentialPrivacyClientSideFixedClipping(fedavg(), SIGMA, CLIP, n))
 
 
 def accounted() -> FlowerApp:

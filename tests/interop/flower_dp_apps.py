@@ -56,3 +56,8 @@ def crashing_client() -> FlowerApp:
 
 def not_an_app() -> str:
     return "a Flower app"
+
+
+def forgotten_mod() -> FlowerApp:
+    """Client-side fixed clipping with the clients' fixedclipping_mod left out: nothing clips."""
+    return small("forgotten_mod")

@@ -52,6 +52,14 @@ def test_the_wrapper_with_its_noise_removed_is_refuted_by_the_canaries() -> None
     assert not result["noise"]["reaches_aggregate"] and result["noise"]["fresh_std"] == [0.0, 0.0]
 
 
+def test_client_side_clipping_without_its_mod_is_refuted_though_noise_is_added() -> None:
+    """The server adds sigma C / m, but no client clips: a canary's 100 C update swamps the noise."""
+    result = audit_flower_app(apps.forgotten_mod(), canaries=CANARIES)
+    assert result["noise"]["reaches_aggregate"]
+    assert result["verdict"].startswith("claim refuted (audited epsilon ")
+    assert max(v["epsilon"] for v in result["views"].values()) > result["claimed"]["epsilon"]
+
+
 def test_a_noise_free_privacy_filter_is_not_differentially_private() -> None:
     result = audit_flower_app(apps.small("noise_free_filter"), canaries=CANARIES)
     assert result["claimed"]["epsilon"] is None
