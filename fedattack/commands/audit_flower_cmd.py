@@ -41,7 +41,8 @@ def audit_flower_command(app: str, canaries: int, confidence: float, seed: int, 
     try:
         from fedattack.audit.flower import audit_flower_app
     except ImportError as exc:
-        raise UserError(f"auditing a Flower app needs Flower ({exc}); pip install 'fedattack[flower]'") from None
+        raise UserError(f"auditing a Flower app needs Flower 1.42 or later, with its privacy accountant ({exc}); "
+                        "pip install 'fedattack[flower,dp]' 'flwr>=1.42'") from None
     path = Path(out) if out else Path.cwd() / f"{app.rpartition(':')[2]}.audit-flower.json"
     claim_file(path, overwrite)
     if data_root:
