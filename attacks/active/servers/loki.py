@@ -53,7 +53,7 @@ class LokiSettings(ActiveSettings):
     (1 - 1/bins)^(n - 1) of a client's n images). alpha: the module's weight on the input the
     model sees (0: calibrated on public data, as the imprint's)."""
 
-    bins: int = 32
+    bins: int = 128
     alpha: float = 0.0
 
     def __post_init__(self) -> None:
