@@ -462,11 +462,19 @@ def main() -> None:
     parser.add_argument("what", choices=["run", "evidence", "table", "facts", "list", "figure"])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--only", default="", help="run the cells whose name contains this")
+    parser.add_argument("--cell", action="append", default=[], help="run this cell (its exact name, `list`); "
+                        "repeat it for several, run in the order given")
     parser.add_argument("--data-root", default=None)
     parser.add_argument("--keep", action="store_true", help="keep the run directories")
     args = parser.parse_args()
     torch.set_num_threads(1)
     cells = [c for c in CELLS if args.only in c.name]
+    if args.cell:
+        named = {c.name: c for c in cells}
+        unknown = [n for n in args.cell if n not in named]
+        if unknown:
+            parser.error(f"no cell named {unknown[0]!r}: `list` prints the cells' names")
+        cells = [named[n] for n in args.cell]
     if args.what == "figure":
         figure(args.out, Path(__file__).resolve().parents[2] / "docs" / "active-server.png")
     elif args.what == "list":
