@@ -80,16 +80,19 @@ def audit(name: str, run: Path, args: argparse.Namespace) -> dict[str, Any]:
                "--victim", f"random:{victims}", "--threads", str(args.threads), "--quiet"]
     if Path(TIME).is_file():  # the whole process's peak, as a user would measure it
         command = [TIME, "-v", *command]
-    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
+    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "PYTHONUNBUFFERED": "1"}  # the plan in the log at once
     load = os.getloadavg()[0]
     started = time.perf_counter()
-    done = subprocess.run(command, env=env, capture_output=True, text=True)
+    log = CACHE / "results" / f"{name}.log"  # the plan as soon as it is printed (a long audit may be stopped)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("w") as stdout:
+        done = subprocess.run(command, env=env, stdout=stdout, stderr=subprocess.PIPE, text=True)
     wall = time.perf_counter() - started
     if done.returncode != 0:
         raise SystemExit(f"{name}: evaluate failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
     plan = json.loads((out / "plan.json").read_text())
     peak = re.search(r"Maximum resident set size \(kbytes\): (\d+)", done.stderr)
-    return {"name": name, "wall": wall, "plan": plan, "stdout": done.stdout, "load_before": load,
+    return {"name": name, "wall": wall, "plan": plan, "stdout": log.read_text(), "load_before": load,
             "load_after": os.getloadavg()[0], "process_peak": int(peak.group(1)) * 1024 if peak else None}
 
 
