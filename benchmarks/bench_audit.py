@@ -9,7 +9,9 @@ the papers' rates), every message recorded:
 - `mnist-20`: MNIST, mnist-mlp, 20 clients (about 2,400 training images each);
 - `mnist-100`: MNIST, mnist-mlp, 100 clients (about 480 each);
 - `fmnist-cnn`: Fashion-MNIST, the WAFFLe paper's CNN (fmnist-cnn), 10 clients (about 4,800 each);
-- `cifar10-cnn`: CIFAR-10, the paper's CNN (cifar-cnn), 10 clients (about 4,000 each).
+- `cifar10-cnn`: CIFAR-10, the paper's CNN (cifar-cnn), 10 clients (about 4,000 each);
+- `mnist-1000`: MNIST, mnist-mlp, 1,000 clients of 60 images (FedMIA's and pfl-research's
+  scale), audited on 100 victims (`--only mnist-1000`; not run by default).
 
 Each is then audited as `fedattack evaluate RUN` does with no `--attack` (the default audit:
 eavesdropper, 5 random victims, the default budget), in a fresh process per federation so each
@@ -17,7 +19,10 @@ peak is its own, with `--threads` torch threads. The script prints, per attack, 
 estimate of the time and the peak memory against what each call measured (`extra.cost` of its
 results: wall seconds, the process's peak resident memory during the call), the ratio of the two,
 the whole evaluation's wall time against its plan, and the budget; and, with `--json`, all of it.
-`--only NAME` runs some federations; `--victims` shrinks the audit for a quick check.
+`--only NAME` runs some federations; `--victims` shrinks the audit for a quick check (a
+setting's own victims, `mnist-1000`'s 100, otherwise). Each table also says what the plan comes
+to spread over N workers (`--backend ray`, one victim a task, the longest victims first onto the
+least loaded worker: `spread.on_workers`'s rule, from `plan.json`).
 """
 
 from __future__ import annotations
@@ -40,7 +45,10 @@ SETTINGS: dict[str, dict[str, Any]] = {
     "mnist-100": {"dataset": "mnist", "model": "mnist-mlp", "num_clients": 100},
     "fmnist-cnn": {"dataset": "fmnist", "model": "fmnist-cnn", "num_clients": 10},
     "cifar10-cnn": {"dataset": "cifar10", "model": "cifar-cnn", "num_clients": 10},
+    "mnist-1000": {"dataset": "mnist", "model": "mnist-mlp", "num_clients": 1000, "victims": 100},
 }
+DEFAULT = [name for name in SETTINGS if "victims" not in SETTINGS[name]]
+WORKERS = (1, 2, 4, 8, 16, 32)
 
 
 def federation(name: str) -> Path:
@@ -67,20 +75,24 @@ def audit(name: str, run: Path, args: argparse.Namespace) -> dict[str, Any]:
     if out.exists():
         import shutil
         shutil.rmtree(out)
+    victims = args.victims or SETTINGS[name].get("victims", 5)
     command = [str(Path(sys.executable).parent / "fedattack"), "evaluate", str(run), "--out", str(out),
-               "--victim", f"random:{args.victims}", "--threads", str(args.threads), "--quiet"]
+               "--victim", f"random:{victims}", "--threads", str(args.threads), "--quiet"]
     if Path(TIME).is_file():  # the whole process's peak, as a user would measure it
         command = [TIME, "-v", *command]
-    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
+    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "PYTHONUNBUFFERED": "1"}  # the plan in the log at once
     load = os.getloadavg()[0]
     started = time.perf_counter()
-    done = subprocess.run(command, env=env, capture_output=True, text=True)
+    log = CACHE / "results" / f"{name}.log"  # the plan as soon as it is printed (a long audit may be stopped)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("w") as stdout:
+        done = subprocess.run(command, env=env, stdout=stdout, stderr=subprocess.PIPE, text=True)
     wall = time.perf_counter() - started
     if done.returncode != 0:
         raise SystemExit(f"{name}: evaluate failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
     plan = json.loads((out / "plan.json").read_text())
     peak = re.search(r"Maximum resident set size \(kbytes\): (\d+)", done.stderr)
-    return {"name": name, "wall": wall, "plan": plan, "stdout": done.stdout, "load_before": load,
+    return {"name": name, "wall": wall, "plan": plan, "stdout": log.read_text(), "load_before": load,
             "load_after": os.getloadavg()[0], "process_peak": int(peak.group(1)) * 1024 if peak else None}
 
 
@@ -101,6 +113,18 @@ def rows(found: dict[str, Any]) -> list[dict[str, Any]]:
         row["planned_peak"] = max(row["planned_peak"], call["planned_peak_bytes"])
         row["measured_peak"] = max(row["measured_peak"], call.get("measured_peak_bytes") or 0)
     return list(out.values())
+
+
+def on_workers(plan: dict[str, Any], n: int) -> float:
+    """The plan's seconds over `n` workers, one victim a task (a victim never splits)."""
+    per: dict[int, float] = {}
+    for call in plan["calls"]:
+        if not call.get("refused"):
+            per[call["victim"]] = per.get(call["victim"], 0.0) + call["planned_seconds"]
+    loads = [0.0] * n
+    for seconds in sorted(per.values(), reverse=True):
+        loads[loads.index(min(loads))] += seconds
+    return max(loads)
 
 
 def ratio(planned: float, measured: float) -> str:
@@ -125,14 +149,16 @@ def table(found: dict[str, Any]) -> list[str]:
         lines.append(f"| {r['attack']} | {r['calls']} | {r['planned_s']:.1f} | {r['measured_s']:.1f} ({r['cpu_s']:.1f}) | "
                      f"{ratio(r['planned_s'], r['measured_s'])} | {r['planned_peak'] / gib:.2f} | "
                      f"{r['measured_peak'] / gib:.2f} | {ratio(r['planned_peak'], r['measured_peak'])} | {inside} |")
+    spread = ", ".join(f"{n}: {on_workers(found['plan'], n):.0f}s" for n in WORKERS)
+    lines.append(f"\nThe plan over N workers, one victim a task (N: seconds): {spread}")
     return lines
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", nargs="*", choices=list(SETTINGS), default=list(SETTINGS))
+    parser.add_argument("--only", nargs="*", choices=list(SETTINGS), default=DEFAULT)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--victims", type=int, default=5)
+    parser.add_argument("--victims", type=int, default=None)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     os.environ.setdefault("MPLBACKEND", "Agg")

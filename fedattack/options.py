@@ -63,6 +63,20 @@ def one_of(value: Any, choices: Iterable[str], what: str) -> None:
         raise UserError(f"{what}={value!r}{did_you_mean(value, allowed)}: use {listed}")
 
 
+def check_device(device: str) -> None:
+    """An attack's `device` setting: cpu, or cuda (cuda:N) where torch sees a GPU; anything
+    else one line saying what this machine has (torch imported only for a device other than cpu)."""
+    if device == "cpu":
+        return
+    import torch
+
+    if device.startswith("cuda") and torch.cuda.is_available():
+        return
+    hint = "" if device.startswith("cuda") else did_you_mean(device, ("cpu", "cuda"))
+    raise UserError(f"device {device!r}{hint}: use cpu, or cuda where a GPU is visible to torch "
+                    f"(here: {'yes' if torch.cuda.is_available() else 'none'})")
+
+
 def coerce(value: Any, hint: Any, what: str) -> Any:
     """`value` (a command-line string or a JSON value) as the annotated type `hint`.
 

@@ -24,10 +24,9 @@ from fedattack.attacks.data_reconstruction.problem import VictimUpdate, recover_
 from fedattack.attacks.data_reconstruction.through import ThroughSettings
 from fedattack.attacks.data_reconstruction.unmix import Search
 from fedattack.attacks.evaluation.truth import GroundTruth
-from fedattack.options import one_of
+from fedattack.options import check_device, one_of
 from fedattack.registry import UserError
 from fedattack.results import Metric
-from fedattack.suggest import did_you_mean
 
 SELECTIONS = ("strategy", "adaptive")
 LABELS = ("threat-model", "recovered")
@@ -119,11 +118,7 @@ class InversionSettings:
         one_of(self.labels, LABELS, "labels")
         if self.polish < 0:
             raise UserError(f"polish {self.polish} must be >= 0 (optimiser iterations after the first-layer reading)")
-        if self.device != "cpu" and not (self.device.startswith("cuda") and torch.cuda.is_available()):
-            hint = "" if self.device.startswith("cuda") else did_you_mean(self.device, ("cpu", "cuda"))
-            raise UserError(f"device {self.device!r}{hint}: use cpu, or cuda "
-                            "where a GPU is visible to torch "
-                            f"(here: {'yes' if torch.cuda.is_available() else 'none'})")
+        check_device(self.device)
         if self.rounds < 0:
             raise UserError(f"rounds {self.rounds} must be >= 1 (the last K rounds seen), or 0 for all")
         one_of(self.round_window, WINDOWS, "round_window")

@@ -16,8 +16,10 @@ which its retry clears.
 What differs from the one-process evaluation is only where deferred calls stack: model
 inversion inverts one victim's models together in its task, not every victim's at once, so
 results equal `--backend sequential`'s (the same tasks, one after another in this process) bit
-for bit, and the plain evaluation's within float32 (model inversion's only; everything else
-bit for bit). Result files record each call's measured seconds and memory, which are the
+for bit, and the plain evaluation's bit for bit where a victim's inversion does not depend on
+the others stacked beside it (tests/attacks/test_evaluate_on_backends.py holds the digits MLP's
+result files to the same bytes on the local backend; elsewhere within float32, model
+inversion's only). Result files record each call's measured seconds and memory, which are the
 machine's, not the evaluation's.
 """
 
@@ -118,15 +120,17 @@ def run_victim(job: VictimJob) -> None:
 
 def jobs(fed: Any, spec: EvaluationSpec, plan: Plan, victims: list[int], folder: ResultsFolder,
          data_root: str | None) -> list[VictimJob]:
-    """One job per victim, each with the calls the parent planned for it."""
+    """One job per victim, each with the calls the parent planned for it; paths absolute, as a
+    worker (a Ray node) may start in another folder."""
     probe = plan.probe
     light = None if probe is None else dataclasses.replace(probe, target=None)
+    root = None if data_root is None else str(Path(data_root).resolve())
     out = []
     for victim in victims:
         calls = tuple(PlannedCall(c.tm.name, c.attack.name, dataclasses.asdict(c.attack.settings), c.decision)
                       for c in plan.calls if c.victim == victim)
-        out.append(VictimJob(str(fed.path), spec, victim, calls, light, plan.budget, plan.baseline,
-                             str(folder.stage()), data_root))
+        out.append(VictimJob(str(Path(fed.path).resolve()), spec, victim, calls, light, plan.budget, plan.baseline,
+                             str(folder.stage().resolve()), root))
     return out
 
 

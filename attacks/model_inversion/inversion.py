@@ -34,7 +34,7 @@ from fedattack.attacks.evaluation.truth import GroundTruth
 from fedattack.attacks.model_inversion.class_mix import class_mix, log_odds
 from fedattack.attacks.planning.cost import GRAPH_PEAK, Cost, Units, Workload, cheaper_setting
 from fedattack.attacks.planning.probe import fastest, input_grad, per_image, probe_params
-from fedattack.options import one_of
+from fedattack.options import check_device, one_of
 from fedattack.registry import UserError
 from fedattack.results import Metric
 from fedattack.target import State, Target
@@ -58,19 +58,23 @@ INVERSION_METRICS = (
 @dataclass(frozen=True, kw_only=True)
 class InversionSettings:
     """steps: most gradient steps (alpha). lr: step size (lambda). patience: Fredrikson's beta.
-    loss: fredrikson (1 - p_c) or ce (-log p_c). init: zeros, gray or aux-mean."""
+    loss: fredrikson (1 - p_c) or ce (-log p_c). init: zeros, gray or aux-mean. device: where
+    the steps run (cpu, or cuda where torch sees a GPU: the long loop; the guesses come back to
+    the CPU, and the starting images are made there, so a seed gives the same start anywhere)."""
 
     steps: int = 5000
     lr: float = 0.1
     patience: int = 100
     loss: str = "fredrikson"
     init: str = "zeros"
+    device: str = "cpu"
 
     def __post_init__(self) -> None:
         if self.steps < 1 or self.lr <= 0 or self.patience < 1:
             raise UserError("inversion needs steps >= 1, lr > 0 and patience >= 1")
         one_of(self.loss, ("fredrikson", "ce"), "inversion loss")
         one_of(self.init, ("zeros", "gray", "aux-mean"), "inversion init")
+        check_device(self.device)
 
 
 @dataclass
@@ -196,13 +200,14 @@ def check_differentiable(target: Target, params: State, x0: torch.Tensor) -> Non
 
 def invert(target: Target, params: State, x0: torch.Tensor, s: InversionSettings) -> InversionGuesses:
     """Projected gradient descent on every class's input at once (see the module docstring)."""
-    classes = torch.arange(len(x0))
-    params = {k: v.detach() for k, v in params.items()}
-    x = x0.clone()
-    best_x, best_cost = x.clone(), torch.full((len(x0),), float("inf"))
+    device = torch.device(s.device)
+    classes = torch.arange(len(x0), device=device)
+    params = {k: v.detach().to(device) for k, v in params.items()}
+    x = x0.to(device)
+    best_x, best_cost = x.clone(), torch.full((len(x0),), float("inf"), device=device)
     history: list[torch.Tensor] = []
-    active = torch.ones(len(x0), dtype=torch.bool)
-    steps = torch.zeros(len(x0), dtype=torch.long)
+    active = torch.ones(len(x0), dtype=torch.bool, device=device)
+    steps = torch.zeros(len(x0), dtype=torch.long, device=device)
     for _ in progress.steps(range(s.steps), "steps"):
         xg = x.clone().requires_grad_(True)
         logp = target.forward(params, xg).log_softmax(1)[classes, classes]
@@ -217,13 +222,13 @@ def invert(target: Target, params: State, x0: torch.Tensor, s: InversionSettings
         history.append(c)
         if not active.any():
             break
-        step = (s.lr * grad).where(active.view(-1, *[1] * (x.dim() - 1)), torch.zeros(()))
+        step = (s.lr * grad).where(active.view(-1, *[1] * (x.dim() - 1)), x.new_zeros(()))
         x = (x - step).clamp(0.0, 1.0)
         steps += active.long()
     with torch.no_grad():
-        logits = target.forward(params, best_x)
-    conf = logits.softmax(1)[classes, classes]
-    return InversionGuesses(best_x, conf.tolist(), steps.tolist(), log_odds(logits).tolist())
+        logits = target.forward(params, best_x).cpu()
+    conf = logits.softmax(1).diagonal()
+    return InversionGuesses(best_x.cpu(), conf.tolist(), steps.tolist(), log_odds(logits).tolist())
 
 
 def invert_many(target: Target, params: list[State], x0: list[torch.Tensor],
@@ -235,8 +240,9 @@ def invert_many(target: Target, params: list[State], x0: list[torch.Tensor],
     `invert`'s one victim at a time up to float rounding (vmap's batched products)."""
     if not params:
         return []
-    stacked = {k: torch.stack([p[k].detach() for p in params]) for k in params[0]}
-    x = torch.stack(x0).clone()  # (victims, classes, C, H, W)
+    device = torch.device(s.device)
+    stacked = {k: torch.stack([p[k].detach() for p in params]).to(device) for k in params[0]}
+    x = torch.stack(x0).to(device)  # (victims, classes, C, H, W)
     fredrikson = s.loss == "fredrikson"
 
     def costs(p: State, xv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -246,10 +252,10 @@ def invert_many(target: Target, params: list[State], x0: list[torch.Tensor],
 
     step_grads = vmap(grad(costs, argnums=1, has_aux=True))
     cells = x.shape[:2]
-    best_x, best_cost = x.clone(), torch.full(cells, float("inf"))
+    best_x, best_cost = x.clone(), torch.full(cells, float("inf"), device=device)
     history: list[torch.Tensor] = []
-    active = torch.ones(cells, dtype=torch.bool)
-    steps = torch.zeros(cells, dtype=torch.long)
+    active = torch.ones(cells, dtype=torch.bool, device=device)
+    steps = torch.zeros(cells, dtype=torch.long, device=device)
     for _ in progress.steps(range(s.steps), f"steps, {len(params)} models at once"):
         g, c = step_grads(stacked, x)
         better = active & (c < best_cost)
@@ -259,11 +265,12 @@ def invert_many(target: Target, params: list[State], x0: list[torch.Tensor],
         history.append(c)
         if not active.any():
             break
-        step = (s.lr * g).where(active.view(*cells, *[1] * (x.dim() - 2)), torch.zeros(()))
+        step = (s.lr * g).where(active.view(*cells, *[1] * (x.dim() - 2)), x.new_zeros(()))
         x = (x - step).clamp(0.0, 1.0)
         steps += active.long()
     with torch.no_grad():
-        logits = vmap(target.forward)(stacked, best_x)
+        logits = vmap(target.forward)(stacked, best_x).cpu()
+    best_x, steps = best_x.cpu(), steps.cpu()
     conf = logits.softmax(2).diagonal(dim1=1, dim2=2)
     return [InversionGuesses(best_x[v], conf[v].tolist(), steps[v].tolist(), log_odds(logits[v]).tolist())
             for v in range(len(params))]

@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from fedattack.commands.hints import refuse_results_folder
-from fedattack.commands.options import data_root_option, parse_pairs, plugin_option
+from fedattack.commands.options import RegistryName, data_root_option, parse_pairs, plugin_option
 from fedattack.evaluation import EvaluationSpec
 from fedattack.registry import UserError
 
@@ -103,6 +103,15 @@ def threat_model_help() -> str:
                    "it is imported only when you pass it).")
 @click.option("--dataset", "datasets", multiple=True, metavar="MODULE:FACTORY",
               help="The import path of the user dataset the run was trained on (likewise).")
+@click.option("--backend", type=RegistryName("BACKENDS", "backends", "fedattack.experiments.backends.base"),
+              default=None, help="Spread the victims over a sweep backend, each victim one task: local (processes "
+                   "on this machine), ray (a Ray cluster), sequential (one after another here); the same "
+                   "results as in one process [default: every victim in this process].")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="--backend local or ray: victims at once [default: the cores; ray: the cluster's CPUs]. "
+                   "The memory budget is shared by the workers of this machine.")
+@click.option("--address", default=None, help="--backend ray: the cluster to join (auto, or HOST:6379); "
+              "without it a local Ray instance is started.")
 @data_root_option
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def evaluate_command(run_dir: str, threat_models: tuple[str, ...], attacks: tuple[str, ...],
@@ -111,7 +120,8 @@ def evaluate_command(run_dir: str, threat_models: tuple[str, ...], attacks: tupl
                      eval_size: int | None, max_queries: int, nonmembers: int, options: tuple[str, ...], seed: int,
                      out: str | None, resume: bool, force: bool, executor: str, threads: int,
                      models: tuple[str, ...], datasets: tuple[str, ...], data_root: str | None,
-                     quiet: bool, plugins: tuple[str, ...]) -> None:
+                     quiet: bool, plugins: tuple[str, ...], backend: str | None, workers: int | None,
+                     address: str | None) -> None:
     """Run attacks on RUN_DIR as a threat model sees it; one JSON result per victim plus a summary."""
     spec = EvaluationSpec(threat_models=threat_models, attacks=attacks, victims=victims,
                           reconstruction=reconstruction, aux_size=aux_size, eval_size=eval_size,
@@ -122,6 +132,7 @@ def evaluate_command(run_dir: str, threat_models: tuple[str, ...], attacks: tupl
 
     memory_bytes = None if memory is None else parse_size(memory, "--memory")
     seconds = None if time_limit is None else parse_duration(time_limit, "--time")
+    runner = backend_of(backend, workers, address)  # refused in one line before the folder is touched
     refuse_results_folder(Path(run_dir))  # a results folder: say `report` reads it
     out_dir = Path(out) if out else Path("results") / Path(run_dir).name
     existing = existing_mode(resume, force)
@@ -137,9 +148,10 @@ def evaluate_command(run_dir: str, threat_models: tuple[str, ...], attacks: tupl
     from fedattack.federation.rundir import Federation
 
     fed = Federation(run_dir)  # opened (and every file checked) once
-    budget = budget_of(memory_bytes, seconds, is_default(spec))
+    budget = shared_budget(budget_of(memory_bytes, seconds, is_default(spec)), runner)
     every = evaluate_run(fed, spec, out_dir, data_root=data_root, progress=not quiet, budget=budget,
-                         echo=click.echo, existing=existing, resume_hint=resume_command(out_dir))
+                         echo=click.echo, existing=existing, resume_hint=resume_command(out_dir),
+                         backend=runner, imports=worker_imports(plugins, models, datasets))
     print_summary(out_dir / "summary.json")
     victims_seen = {json.loads(p.read_text()).get("victim") for p in every}
     if len(victims_seen) == 1:
@@ -147,6 +159,39 @@ def evaluate_command(run_dir: str, threat_models: tuple[str, ...], attacks: tupl
                     "pass --victim random:5 or more", fg="yellow", bold=True, err=True)
     new = [p for p in every if p.name not in before]
     click.echo(f"{len(new)} new result(s), {len(every)} in all, and summary.json in {out_dir}")
+
+
+def backend_of(name: str | None, workers: int | None, address: str | None) -> Any:
+    """The sweep backend the victims are spread over, or None (this process); a bad combination
+    (--address without ray, an address where nothing listens, Ray missing) is one line, and
+    nothing is started yet (a backend starts workers when the evaluation enters it)."""
+    if name is None:
+        if workers is not None or address is not None:
+            given = "--workers" if workers is not None else "--address"
+            raise UserError(f"{given} spreads the victims over workers: pass --backend local or --backend ray too")
+        return None
+    from fedattack.experiments.backends import make_backend
+
+    return make_backend(name, workers, address)
+
+
+def shared_budget(budget: Any, runner: Any) -> Any:
+    """The memory budget of one task: the whole budget shared by the workers that run on this
+    machine at once (a cluster's nodes, joined by --address, each have their own memory)."""
+    from dataclasses import replace
+
+    if runner is None or runner.workers <= 1 or getattr(runner, "address", None) is not None:
+        return budget
+    return replace(budget, memory=budget.memory // runner.workers,
+                   source=f"{budget.source}, shared by {runner.workers} {runner.name} workers")
+
+
+def worker_imports(plugins: tuple[str, ...], models: tuple[str, ...],
+                   datasets: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """What every worker registers before its first victim: the plugin files (by absolute path:
+    a worker may start elsewhere) and the user's model and dataset import paths."""
+    return (tuple(("plugin", str(Path(p).resolve())) for p in plugins)
+            + tuple(("model", m) for m in models) + tuple(("dataset", d) for d in datasets))
 
 
 def resume_command(out: Path) -> str:

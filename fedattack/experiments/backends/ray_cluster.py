@@ -14,6 +14,7 @@ folder is touched: where nothing listens Ray would retry for minutes and print a
 
 from __future__ import annotations
 
+import importlib.util
 import socket
 from typing import Any
 
@@ -23,6 +24,7 @@ from fedattack.registry import UserError
 CPUS_PER_TASK = 1
 MAX_RETRIES = 3
 CONNECT_SECONDS = 5.0
+NO_RAY = "--backend ray needs Ray: pip install 'fedattack[ray]'"
 
 
 class RayBackend(Backend):
@@ -32,6 +34,8 @@ class RayBackend(Backend):
 
     def __init__(self, workers: int | None = None, address: str | None = None) -> None:
         super().__init__(workers, address)
+        if importlib.util.find_spec("ray") is None:  # said before anything starts or is written
+            raise UserError(NO_RAY)
         if address is not None:
             reachable(address)
         self.asked_workers = workers
@@ -108,6 +112,6 @@ def _import_ray() -> Any:
     try:
         import ray
     except ImportError:
-        raise UserError("--backend ray needs Ray: pip install 'fedattack[ray]'") from None
+        raise UserError(NO_RAY) from None
     return ray
 
