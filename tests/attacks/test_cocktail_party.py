@@ -66,3 +66,24 @@ def test_it_says_why_it_cannot_separate() -> None:
     assert "span every image" in unmixable(4096, 784, 1000)
     assert unmixable(1024, 3072, 1000) == ""
     assert separate(np.zeros((10, 64)), 20, 0, PixelPrior(), (1, 8, 8)).images is None
+
+
+def test_the_default_audit_tries_it_first_where_it_applies_and_says_why_not_elsewhere() -> None:
+    from types import SimpleNamespace
+
+    from fedattack.attacks.data_reconstruction.cocktail_party import CocktailParty
+    from fedattack.attacks.planning.cost import Workload
+    from fedattack.attacks.planning.default_audit import ranked
+
+    order = [cls.name for cls in ranked("reconstruction")]
+    assert order.index("cocktail-party") < order.index("update-inversion")
+
+    def work(samples: int, first_layer: tuple[int, int] | None) -> Workload:
+        probe = SimpleNamespace(input_numel=784)
+        return Workload(samples, 1, 1, 0, 0, 10, 1, 32, probe, first_layer)  # type: ignore[arg-type]
+
+    attack = CocktailParty()
+    assert attack.for_audit(work(256, (1024, 784))) == {}
+    assert "not fully connected" in str(attack.for_audit(work(50, None)))
+    assert "more than the first layer's 200 units" in str(attack.for_audit(work(480, (200, 784))))
+    assert attack.cost(work(256, (1024, 784))).seconds > attack.cost(work(64, (1024, 784))).seconds
