@@ -9,7 +9,8 @@ optimiser from noise: one FastICA of the update, seconds where update inversion 
 and it reaches clients of hundreds to thousands of images wherever the layer has more units than
 the client has images and the images fewer pixels than that (`cocktail.unmixable`). It does not
 apply through convolutions (the paper's feature inversion after the unmixing is not written
-here); the default audit then says so and moves to the next attack of the family.
+here). In the default audit it ranks below `update-inversion`, whose first-layer reading recovers
+more of the small MNIST clients both apply to (docs/privacy.md, "The cocktail party attack").
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ class CocktailParty(DataReconstruction):
 
     name = "cocktail-party"
     Settings = CocktailSettings
-    audit = AuditRole("reconstruction", strength=25)
+    audit = AuditRole("reconstruction", strength=15)  # below update-inversion: docs/privacy.md
 
     def reconstruct(self, adv: Adversary, gen: torch.Generator) -> Reconstructions:
         update = victim_update(adv, adaptive_selection=False)
