@@ -62,7 +62,7 @@ from fedattack.contract import (
     require_int,
     require_number,
 )
-from fedattack.models import build_model
+from fedattack.models import build_model, mixes_samples
 from fedattack.models.layers import Layers
 from fedattack.optim import SGD, Optimizer
 from fedattack.options import build_dataclass
@@ -296,8 +296,11 @@ class Target:
     @property
     def trains_in_stacks(self) -> bool:
         """Whether an executor may train its clients stacked: it is `batchable` and no defence
-        computes the local steps itself (DP-SGD: then client by client, through the sequential loop)."""
-        return self.batchable and not any(d.trains_locally for d in self.defences)
+        computes the local steps itself (DP-SGD: then client by client, through the sequential loop),
+        nor does the model mix a batch's samples (batch norm: a stacked step's padding would enter
+        the batch's statistics; `fedattack.models.mixes_samples`)."""
+        return (self.batchable and not any(d.trains_locally for d in self.defences)
+                and mixes_samples(self.model) is None)
 
     # -- shared helpers -------------------------------------------------------------------
     def forward(self, params: State, x: torch.Tensor) -> torch.Tensor:

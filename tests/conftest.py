@@ -13,13 +13,19 @@ from fedattack.federation.executors import Executor
 from fedattack.federation.loop import FederationState, RoundLoop
 from fedattack.federation.spec import FederationSpec
 from fedattack.federation.train import train_federation
-from fedattack.registry import TARGETS
+from fedattack.models import compact
+from fedattack.registry import MODELS, TARGETS
 from fedattack.target import LocalData, Recipe, Target, TargetContext
 from fedattack.wire import SERVER, Message
 
 # The tests' models are tiny: one intra-op thread is faster than two, and much faster when the
 # machine is busy (threads waiting on descheduled siblings slowed the suite 10-20x here).
 torch.set_num_threads(1)
+
+# Every registered model is built in its compact form (`fedattack.models.compact`: the same
+# architecture at a width the suite affords; ResNet-18 at width 4), so the tests that iterate
+# every model x method x executor stay fast; tests/core/test_resnet.py builds it at full width.
+MODELS.restore({name: compact(builder) for name, builder in MODELS.snapshot().items()})
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
 

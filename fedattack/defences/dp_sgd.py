@@ -25,18 +25,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch import nn
 from torch.func import grad, vmap
 
 from fedattack.defences import _accountant
 from fedattack.defences.base import Defence
+from fedattack.models import MIXING
 from fedattack.registry import UserError
 from fedattack.rng import generator
 from fedattack.target import ClientContext, State, Target
 from fedattack.training import Batch
 from fedattack.wire import Payload
-
-MIXING = (nn.modules.batchnorm._BatchNorm, nn.SyncBatchNorm)
 
 
 @dataclass(frozen=True, kw_only=True)

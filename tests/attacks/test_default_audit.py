@@ -171,6 +171,8 @@ def test_a_reconstruction_attack_never_sees_the_truth(name: str, fedavg_run: Pat
     evaluate_run(fedavg_run, spec, tmp_path / "true", progress=False)
     monkeypatch.setattr(truth_mod, "build", destroyed(truth_mod.build))
     evaluate_run(fedavg_run, spec, tmp_path / "destroyed", progress=False)
+    if len(seen) == 2 and not seen[0] and not seen[1]:  # e.g. cocktail-party: more images than pixels here
+        pytest.skip(f"{name} does not apply to this run's victim (no images either way)")
     assert len(seen) == 2 and seen[0] and seen[0] == seen[1]
 
 
