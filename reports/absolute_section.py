@@ -119,6 +119,9 @@ RECOVERY = {"shown": "recovers {share} of the victim's training images above 20 
 ACTING = {"shown": "would recover {share} of the victim's training images above 20 dB in one round",
           "not shown": "would recover no training image reliably above 20 dB in one round ({share})",
           "other": "cannot be judged on training images ({share} above 20 dB in one round)"}
+READ = {"shown": "recovers {share} of the victim's training images above 20 dB from the round it read",
+        "not shown": "recovers no training image reliably above 20 dB from the round it read ({share})",
+        "other": "cannot be judged on training images ({share} above 20 dB from the round it read)"}
 # Model inversion: what it learns about the client (its class mix beyond the population's, by the
 # side of that number against chance), then what its class images are.
 CLASS_MIX = {"above": "infers which classes the victim holds more of than the population (the half of the "
@@ -180,9 +183,8 @@ def acting(c: Claim) -> Said:
     """A server's reading of one round: what it recovers from a round it read (passive or having
     acted in training), or, for the malicious-server what-if (`Claim.acts`), what it would recover."""
     share = next(s for s in c.numbers if s.reading.key == "recovered_20")
-    words = {k: v.replace("would recover", "recovers").replace(" in one round", " from the round it read")
-             for k, v in ACTING.items()} if not c.acts else ACTING
-    return _said(c, words, share=_v(share)), [f"chance {_level(share)}"] if share.chance is not None else []
+    notes = [f"chance {_level(share)}"] if share.chance is not None else []
+    return _said(c, ACTING if c.acts else READ, share=_v(share)), notes
 
 
 SAYS = {"auc": membership, "psnr_mean": reconstruction, "attack_accuracy": inversion, "recovered_20": acting}

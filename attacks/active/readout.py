@@ -50,8 +50,9 @@ READOUT_METRICS = (
 
 
 def draws(pool: int, size: int) -> int:
-    """The chance baseline's disjoint draws of `size` public images from a pool of `pool` (as `score`
-    cuts them: at least one, at most `DRAWS`); an unknown pool (0) is priced at `DRAWS`."""
+    """The chance baseline's disjoint draws of `size` public images from a pool of `pool`, as `score`
+    cuts them and `cost` prices them: at least one (the whole pool, if smaller), at most `DRAWS`;
+    an unknown pool (0, a workload that does not say) is priced at `DRAWS`."""
     return DRAWS if pool <= 0 else max(1, min(DRAWS, pool // max(1, size)))
 
 
@@ -92,7 +93,7 @@ class Readout(DataReconstruction):
         recs, real = guesses.images.detach().clamp(0, 1), truth.members.x
         found = matched(recs, real)
         pool, size = truth.shared.evaluation.x, max(len(recs), 1)
-        chance = [matched(pool[i:i + size], real) for i in range(0, max(len(pool) - size + 1, 1), size)][:DRAWS]
+        chance = [matched(pool[i * size:(i + 1) * size], real) for i in range(draws(len(pool), size))]
         metrics = {**found.metrics, "candidates": float(len(recs))}
         baselines = {"chance": {k: float(np.mean([d.metrics[k] for d in chance]))
                                 for k in ("recovered_20", "recovered_40")}}

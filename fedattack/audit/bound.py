@@ -86,19 +86,27 @@ def guess_grid(m: int, fractions: Sequence[float] = FRACTIONS) -> list[tuple[int
     return [*((k, k) for k in ks), *((k, 0) for k in ks)]
 
 
-def audit(scores: Sequence[float], included: Sequence[bool], delta: float,
-          confidence: float = 0.95) -> AuditBound:
-    """The audited epsilon from per-canary scores (higher: more likely included)."""
+def graded_guesses(scores: Sequence[float], included: Sequence[bool],
+                   fractions: Sequence[float] = FRACTIONS) -> list[tuple[int, int, int]]:
+    """(k+, k-, right) for each guess of the grid: the canaries ranked by score (higher: more
+    likely included), the top k+ guessed in, the bottom k- out, and how many of them were right.
+    Every bound over the grid (epsilon-delta here, Gaussian DP in `gdp`) reads the same guesses."""
     m = len(scores)
     if m != len(included) or m < 2:
         raise ValueError("need one membership bit per score and at least two canaries")
     order = np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")
     truth = np.asarray(included, dtype=bool)[order]
-    grid = guess_grid(m)
+    return [(pos, neg, int(truth[:pos].sum()) + int((~truth[m - neg:]).sum() if neg else 0))
+            for pos, neg in guess_grid(m, fractions)]
+
+
+def audit(scores: Sequence[float], included: Sequence[bool], delta: float,
+          confidence: float = 0.95) -> AuditBound:
+    """The audited epsilon from per-canary scores (higher: more likely included)."""
+    m, grid = len(scores), graded_guesses(scores, included)
     significance = (1 - confidence) / len(grid)
     best: AuditBound | None = None
-    for pos, neg in grid:
-        v = int(truth[:pos].sum()) + int((~truth[m - neg:]).sum() if neg else 0)
+    for pos, neg, v in grid:
         eps = epsilon_lower_bound(m, pos + neg, v, delta, significance)
         if best is None or eps > best.epsilon:
             best = AuditBound(eps, confidence, delta, m, pos + neg, v, pos, neg, len(grid))

@@ -28,12 +28,11 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import numpy as np
 from scipy.optimize import brentq
 from scipy.special import ndtr, ndtri
 from scipy.stats import norm
 
-from fedattack.audit.bound import guess_grid
+from fedattack.audit.bound import graded_guesses
 
 MU_CAP = 40.0  # beyond this the trade-off curve underflows: a bound that large is "unbounded"
 FRACTIONS = (0.01, 0.02, 0.05, 0.1, 0.25, 0.5)  # the GDP test gains from a few very confident guesses
@@ -113,16 +112,10 @@ class GDPBound:
 def audit_gdp(scores: Sequence[float], included: Sequence[bool], delta: float,
               confidence: float = 0.95) -> GDPBound:
     """The audited mu (and epsilon at `delta`) from per-canary scores (higher: more likely in)."""
-    m = len(scores)
-    if m != len(included) or m < 2:
-        raise ValueError("need one membership bit per score and at least two canaries")
-    order = np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")
-    truth = np.asarray(included, dtype=bool)[order]
-    grid = guess_grid(m, FRACTIONS)
+    m, grid = len(scores), graded_guesses(scores, included, FRACTIONS)
     significance = (1 - confidence) / len(grid)
     best: GDPBound | None = None
-    for pos, neg in grid:
-        v = int(truth[:pos].sum()) + int((~truth[m - neg:]).sum() if neg else 0)
+    for pos, neg, v in grid:
         mu = mu_lower_bound(m, pos + neg, v, significance)
         if best is None or mu > best.mu:
             best = GDPBound(mu, 0.0, confidence, delta, m, pos + neg, v, pos, neg, len(grid))

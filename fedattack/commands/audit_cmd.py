@@ -142,8 +142,9 @@ def require_defences(spec: Any) -> None:
                             "pass --plugin FILE, the file `fedattack train --plugin` was given")
 
 
-def claim_file(path: Path, overwrite: bool) -> None:
-    """An existing --out is replaced only with --overwrite, and only if it is an earlier audit."""
+def claim_file(path: Path, overwrite: bool, schema: str = "", what: str = "audit") -> None:
+    """An existing --out is replaced only with --overwrite, and only if it is an earlier `what`
+    (a JSON file of `schema`, default the audit's): never a user's own file."""
     from fedattack.audit import AUDIT_SCHEMA
     from fedattack.jsonfile import read_json
     from fedattack.registry import UserError
@@ -152,13 +153,14 @@ def claim_file(path: Path, overwrite: bool) -> None:
         return
     if not overwrite:
         raise UserError(f"{path} already exists; choose another --out, or pass --overwrite to replace an "
-                        "earlier audit there")
+                        f"earlier {what} there")
     try:
-        ours = path.is_file() and not path.is_symlink() and read_json(path, "", "").get("schema") == AUDIT_SCHEMA
+        ours = path.is_file() and not path.is_symlink() and \
+            read_json(path, "", "").get("schema") == (schema or AUDIT_SCHEMA)
     except (UserError, AttributeError):
         ours = False
     if not ours:
-        raise UserError(f"{path} is not a fedattack audit; --overwrite replaces only an earlier audit, so "
+        raise UserError(f"{path} is not a fedattack {what}; --overwrite replaces only an earlier {what}, so "
                         "nothing was touched (choose another --out)")
 
 

@@ -77,23 +77,11 @@ def echo(result: dict[str, Any]) -> None:
 
 
 def claim_file(path: Path, overwrite: bool) -> None:
-    """An existing --out is replaced only with --overwrite, and only if it is an earlier Flower audit."""
+    """The audit's rule for an existing --out (`audit_cmd.claim_file`), for a Flower audit's file."""
     from fedattack.audit.flower import SCHEMA
-    from fedattack.jsonfile import read_json
-    from fedattack.registry import UserError
+    from fedattack.commands.audit_cmd import claim_file as claim
 
-    if not path.exists() and not path.is_symlink():
-        return
-    if not overwrite:
-        raise UserError(f"{path} already exists; choose another --out, or pass --overwrite to replace an "
-                        "earlier Flower audit there")
-    try:
-        ours = path.is_file() and not path.is_symlink() and read_json(path, "", "").get("schema") == SCHEMA
-    except (UserError, AttributeError):
-        ours = False
-    if not ours:
-        raise UserError(f"{path} is not a fedattack Flower audit; --overwrite replaces only an earlier one, so "
-                        "nothing was touched (choose another --out)")
+    claim(path, overwrite, SCHEMA, "Flower audit")
 
 
 COMMAND = audit_flower_command
