@@ -1,6 +1,7 @@
 """The default audit on ordinary federations: planned against measured, per attack.
 
-    flock -x /work/locks/quiet.lock .venv/bin/python benchmarks/bench_audit.py --threads 2
+    flock -x /work/locks/quiet.lock .venv/bin/python benchmarks/bench_audit.py
+    .venv/bin/python benchmarks/bench_audit.py --threat-model eavesdropper --executor sequential --tag -seq
 
 Four federations, trained once and cached under `runs/bench-audit/` (gitignored; the training is
 not timed): FedAvg, IID, 20 rounds, the dataset's defaults otherwise (C = 0.1, E = 5, B = 10,
@@ -14,8 +15,11 @@ the papers' rates), every message recorded:
   scale), audited on 100 victims (`--only mnist-1000`; not run by default).
 
 Each is then audited as `fedattack evaluate RUN` does with no `--attack` (the default audit:
-eavesdropper, 5 random victims, the default budget), in a fresh process per federation so each
-peak is its own, with `--threads` torch threads. The script prints, per attack, the plan's
+the threat models it picks, 5 random victims, the default budget), in a fresh process per
+federation so each peak is its own, with `--threads` torch threads (evaluate's default, 1,
+unless given); `--executor` and `--threat-model` are passed to `evaluate` as they are, so the
+same federations can be audited with reference models one at a time (`sequential`) and together
+(`batched`, the default). The script prints, per attack, the plan's
 estimate of the time and the peak memory against what each call measured (`extra.cost` of its
 results: wall seconds, the process's peak resident memory during the call), the ratio of the two,
 the whole evaluation's wall time against its plan, and the budget; and, with `--json`, all of it.
@@ -71,19 +75,23 @@ def federation(name: str) -> Path:
 
 def audit(name: str, run: Path, args: argparse.Namespace) -> dict[str, Any]:
     """`fedattack evaluate RUN` in its own process; the plan and every result's measured cost."""
-    out = CACHE / "results" / name
+    out = CACHE / "results" / (name + args.tag)
     if out.exists():
         import shutil
         shutil.rmtree(out)
     victims = args.victims or SETTINGS[name].get("victims", 5)
     command = [str(Path(sys.executable).parent / "fedattack"), "evaluate", str(run), "--out", str(out),
                "--victim", f"random:{victims}", "--threads", str(args.threads), "--quiet"]
+    if args.executor:
+        command += ["--executor", args.executor]
+    for threat in args.threat_model or []:
+        command += ["--threat-model", threat]
     if Path(TIME).is_file():  # the whole process's peak, as a user would measure it
         command = [TIME, "-v", *command]
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "PYTHONUNBUFFERED": "1"}  # the plan in the log at once
     load = os.getloadavg()[0]
     started = time.perf_counter()
-    log = CACHE / "results" / f"{name}.log"  # the plan as soon as it is printed (a long audit may be stopped)
+    log = CACHE / "results" / f"{name}{args.tag}.log"  # the plan as soon as it is printed (a long audit may be stopped)
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w") as stdout:
         done = subprocess.run(command, env=env, stdout=stdout, stderr=subprocess.PIPE, text=True)
@@ -157,7 +165,12 @@ def table(found: dict[str, Any]) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", nargs="*", choices=list(SETTINGS), default=DEFAULT)
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (evaluate's default: 1)")
+    parser.add_argument("--executor", choices=["batched", "sequential"], default=None,
+                        help="evaluate's --executor (default: evaluate's own, batched)")
+    parser.add_argument("--threat-model", action="append", default=None,
+                        help="evaluate's --threat-model, repeatable (default: the default audit's)")
+    parser.add_argument("--tag", default="", help="a suffix for the results folder and log, to keep runs apart")
     parser.add_argument("--victims", type=int, default=None)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
