@@ -23,7 +23,9 @@ SCALARS = (bool, int, float, str)
 
 @dataclass(frozen=True, kw_only=True)
 class EvaluationSpec:
-    """threat_models / attacks: registered names or "all"; attacks "default" is the default
+    """threat_models / attacks: registered names or "all"; threat_models "default" is the
+    eavesdropper and, in the default audit, the malicious server (`request.threat_model_names`);
+    attacks "default" is the default
     audit (per threat model the strongest attacks that fit the budget, `attacks.planning.default_audit`).
     victims: client ids, "all" or "random:N" (drawn by the seed among the clients on the
     recorded wire). reconstruction: "strongest" (every applicable strategy, and the strongest
@@ -38,7 +40,7 @@ class EvaluationSpec:
     settings: attack settings, each going to every chosen attack that
     has it."""
 
-    threat_models: tuple[str, ...] = ("eavesdropper",)
+    threat_models: tuple[str, ...] = ("default",)
     attacks: tuple[str, ...] = ("default",)
     victims: tuple[int | str, ...] = ("random:5",)
     reconstruction: str = "strongest"

@@ -29,7 +29,7 @@ from fedattack.attacks.evaluation.data import Pools, split_pools
 from fedattack.attacks.evaluation.deferred import Deferred, finish_deferred
 from fedattack.attacks.evaluation.execute import VictimCase, Where, attack_case
 from fedattack.attacks.evaluation.not_applicable import diverged_note, not_applicable_into, run_info
-from fedattack.attacks.evaluation.request import build_attacks, names, parse_victims, victims_done
+from fedattack.attacks.evaluation.request import build_attacks, names, parse_victims, threat_model_names, victims_done
 from fedattack.attacks.evaluation.results_folder import Existing, ResultsFolder
 from fedattack.attacks.hidden_parts.base import RECONSTRUCTIONS
 from fedattack.attacks.model_inversion.eval_classifier import eval_classifier
@@ -180,13 +180,8 @@ def _dataset(fed: Federation, data_root: str | None) -> Dataset:
 
 
 def threat_models(spec: EvaluationSpec) -> list[ThreatModel]:
-    """The threat models named; for the default audit with none named (the spec's default), the
-    default eavesdropper and every threat model that declares `in_default_audit` (the malicious
-    server), whose calls the plan then fits to the budget like any other."""
-    chosen = names(spec.threat_models, THREAT_MODELS.names())
-    if planning.is_default(spec) and tuple(spec.threat_models) == EvaluationSpec.threat_models:
-        chosen += [n for n, cls in THREAT_MODELS.items() if cls.in_default_audit and n not in chosen]
-    return [THREAT_MODELS.get(n)() for n in chosen]
+    """The threat models named, "default" read by `request.threat_model_names`."""
+    return [THREAT_MODELS.get(n)() for n in threat_model_names(spec.threat_models, planning.is_default(spec))]
 
 
 def check_names(spec: EvaluationSpec, threats: list[ThreatModel]) -> None:

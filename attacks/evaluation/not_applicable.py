@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from fedattack.attacks.base import Attack, ResultContext
-from fedattack.attacks.evaluation.request import build_attacks, names, parse_victims
+from fedattack.attacks.evaluation.request import build_attacks, names, parse_victims, threat_model_names
 from fedattack.attacks.evaluation.results_folder import ResultsFolder
 from fedattack.attacks.planning import default_audit
 from fedattack.attacks.planning import planner as planning
@@ -30,7 +30,7 @@ def diverged_note(fed: Federation) -> str:
 def not_applicable_into(fed: Federation, spec: EvaluationSpec, folder: ResultsFolder, why: str) -> list[Path]:
     """One not-applicable result per victim, threat model and attack, saying why: the cell is
     recorded (reports show it), nothing is attacked and no data is loaded."""
-    threats = [THREAT_MODELS.get(n)() for n in names(spec.threat_models, THREAT_MODELS.names())]
+    threats = [THREAT_MODELS.get(n)() for n in threat_model_names(spec.threat_models, planning.is_default(spec))]
     requested = default_audit.nominal() if planning.is_default(spec) else names(spec.attacks, ATTACKS.names())
     attacks = build_attacks(requested, {} if planning.is_default(spec) else spec.settings)
     base = ResultContext(run=run_info(fed), pools={}, max_queries=spec.max_queries, executor=spec.executor,

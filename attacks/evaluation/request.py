@@ -12,7 +12,7 @@ from typing import Any
 
 from fedattack.attacks.base import Attack
 from fedattack.federation.rundir import Federation
-from fedattack.registry import ATTACKS, UserError
+from fedattack.registry import ATTACKS, THREAT_MODELS, UserError
 from fedattack.rng import numpy_rng
 from fedattack.suggest import did_you_mean
 
@@ -24,6 +24,25 @@ def names(request: str | Sequence[str], known: list[str]) -> list[str]:
     if not items:
         raise UserError("name at least one threat model and one attack (or all)")
     return items
+
+
+DEFAULT_THREATS = "default"  # what `evaluate` attacks as when no threat model is named
+
+
+def threat_model_names(request: str | Sequence[str], default_audit: bool) -> list[str]:
+    """The threat models asked for. "default" (no `--threat-model` given) is the eavesdropper and,
+    in the default audit, every threat model that declares `in_default_audit` (the malicious
+    server, fitted to the budget like any other); a name given is taken as given, so
+    `--threat-model eavesdropper` audits the eavesdropper alone."""
+    chosen: list[str] = []
+    for item in [request] if isinstance(request, str) else list(request):
+        if item == DEFAULT_THREATS:
+            extra = [n for n, cls in THREAT_MODELS.items() if cls.in_default_audit] if default_audit else []
+            found = ["eavesdropper", *extra]
+        else:
+            found = names([item], THREAT_MODELS.names())
+        chosen += [n for n in found if n not in chosen]
+    return chosen
 
 
 def build_attacks(chosen: list[str], options: dict[str, Any]) -> list[Attack]:

@@ -55,12 +55,14 @@ def attack_help() -> str:
 def threat_model_help() -> str:
     known, loaded = catalogued("THREAT_MODELS")
     parts = [n + (" (upper bound)" if n in loaded and loaded[n].upper_bound else "") for n in known]
-    return f"{', '.join(parts)}, a plugin's, or all (repeatable); `fedattack list threat-models` says what each sees."
+    return (f"{', '.join(parts)}, a plugin's, or all (repeatable); `fedattack list threat-models` says what each "
+            "sees. Default: the eavesdropper, and in the default audit every threat model that joins it "
+            "where it fits the budget (the malicious server); a threat model named is audited alone.")
 
 
 @click.command("evaluate")
 @click.argument("run_dir", type=click.Path(file_okay=False))
-@click.option("--threat-model", "threat_models", multiple=True, default=("eavesdropper",), show_default=True,
+@click.option("--threat-model", "threat_models", multiple=True, default=("default",), show_default=True,
               cls=RegistryHelp, help=threat_model_help)
 @click.option("--attack", "attacks", multiple=True, default=("default",), show_default=True,
               cls=RegistryHelp, help=attack_help)

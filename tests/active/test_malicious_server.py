@@ -62,6 +62,17 @@ def test_the_default_audit_adds_the_malicious_server_and_it_reads_above_chance(p
         assert priced == 1 + scored, (call["detail"], r.extra["chance"])
 
 
+def test_a_threat_model_named_is_audited_alone() -> None:
+    """`--threat-model eavesdropper` once added the malicious server too (the name given was the
+    spec's default, which the default audit could not tell from none given)."""
+    from fedattack.attacks.evaluation.evaluate import threat_models
+    joins = sorted(n for n, cls in THREAT_MODELS.items() if cls.in_default_audit)
+    assert joins  # else the default audit has no threat model of its own to add
+    assert [t.name for t in threat_models(EvaluationSpec())] == ["eavesdropper", *joins]
+    assert [t.name for t in threat_models(EvaluationSpec(threat_models=("eavesdropper",)))] == ["eavesdropper"]
+    assert [t.name for t in threat_models(EvaluationSpec(attacks=("rmia",)))] == ["eavesdropper"]
+
+
 @pytest.mark.parametrize("attack", ACTING)
 def test_every_acting_attack_isolates_through_secure_aggregation(attack: str, tmp_path: Path) -> None:
     run = train(tmp_path / "run", defences=("secure-aggregation",), rounds=1, fraction=0.5,
