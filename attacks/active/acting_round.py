@@ -17,6 +17,7 @@ matched above 20 dB and 40 dB, beside chance), plus whether the victim, running
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -28,6 +29,7 @@ from fedattack.attacks.base import Adversary, AuditRole, NotApplicable, Scored
 from fedattack.attacks.data_reconstruction.family import Reconstructions
 from fedattack.attacks.evaluation.truth import GroundTruth
 from fedattack.attacks.planning.cost import Cost, Workload
+from fedattack.attacks.planning.probe import fastest
 from fedattack.attacks.threat_models.malicious_server import ActingView
 from fedattack.defences.downlink_check import CheckSettings, DownlinkCheck
 from fedattack.federation.active import ActiveThreatModel, Downlinks, ServerKnowledge, build_active
@@ -80,8 +82,11 @@ class ActingRound(Readout):
         own calibration runs on public data, and `readout`'s matching."""
         runs = 1 + (CALIBRATION_RUNS if self.server == "imprint" else 0)
         pixels, bins = work.probe.input_numel, self.bins(work.samples)
-        wider = 1.0 + (bins * pixels / max(work.probe.params, 1) if self.server == "imprint" else 0.0)
-        training = work.training_seconds(runs) * wider
+        module = module_step_seconds(bins, pixels, work.batch_size) if self.server == "imprint" else 0.0
+        # one run after another (the victim's, then the calibration's, each through sequential_train),
+        # every step paying the designed module's own, measured at its width: it is memory-bound at
+        # thousands of bins, where scaling the model's step by FLOPs under-counted it
+        training = runs * (work.training_seconds(1) + work.local_steps() * module)
         match = super().cost(work, chunk)
         return Cost(training + match.seconds, match.peak_bytes + 16 * bins * pixels,
                     f"{runs} local run(s) of {work.local_steps():,} steps; {match.detail}")
@@ -140,6 +145,25 @@ class ActingRound(Readout):
         scored = super().score(Reconstructions(read.images, {**read.info, **guesses.info}), truth)
         scored.extra["acting_round"] = {**guesses.info, "reply": "simulated: the run's recipe on the victim's data"}
         return with_flag(scored, guesses, design)
+
+
+@functools.lru_cache(maxsize=32)
+def module_step_seconds(bins: int, pixels: int, batch: int) -> float:
+    """One SGD step through the imprint's module alone (`Imprint.applying`'s shape: bins units on
+    the pixels, summed back onto them), on this machine's free CPUs; what the victim's step adds."""
+    weight = torch.zeros(bins, pixels, requires_grad=True)
+    bias = torch.zeros(bins, requires_grad=True)
+    z = torch.rand(max(1, batch), pixels)
+
+    def step() -> None:
+        out = z + 1e-3 * torch.relu(z @ weight.T + bias).sum(1, keepdim=True)
+        grads = torch.autograd.grad(out.square().sum(), (weight, bias))
+        with torch.no_grad():
+            weight.sub_(1e-3 * grads[0])
+            bias.sub_(1e-3 * grads[1])
+
+    step()  # the allocator's first touch, not the step's
+    return fastest(step)
 
 
 def with_flag(scored: Scored, guesses: Design, design: Round) -> Scored:
