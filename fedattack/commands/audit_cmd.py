@@ -10,6 +10,8 @@ that registered the run's own defence (or method, or model), as `fedattack train
 model, and reports both one-run bounds (epsilon-delta and Gaussian DP); `--runs N` trains N small
 federations with one such canary each on a sweep backend (`--backend`, `--workers`); `--plant BUG`
 audits the run's spec with its dp-fedavg replaced by a bug of the zoo (`fedattack.audit.zoo`).
+The file records the run it audited and the bug planted, so `fedattack report` states the audit
+in that run's verdict wherever the file is (`reports/audits.py`).
 """
 
 from __future__ import annotations
@@ -72,14 +74,15 @@ def audit_command(run_dir: str, level: str, canaries: int, confidence: float, ex
         spec = dataclasses.replace(spec, executor=executor)
     if mode != level:
         with PidLock(path.parent / f".{path.name}.lock", f"writing {path}"):
-            result = white_box_result(spec, canaries, confidence, runs, backend, workers, data_root)
+            result = {**white_box_result(spec, canaries, confidence, runs, backend, workers, data_root),
+                      **of_run(run_dir, plant)}
             claim_file(path, overwrite)
             write_json(path, result)
         click.echo(f"{say(result)}\nwrote {path} ({result['seconds']:.1f}s)")
         return
     with PidLock(path.parent / f".{path.name}.lock", f"writing {path}"):
-        result = audit_federation(spec, AuditSpec(level=level, canaries=canaries, confidence=confidence),
-                                  data_root)
+        result = {**audit_federation(spec, AuditSpec(level=level, canaries=canaries, confidence=confidence),
+                                     data_root), **of_run(run_dir, plant)}
         claim_file(path, overwrite)  # and again: a file may have appeared meanwhile
         write_json(path, result)
     claim = result["claimed"]
@@ -89,6 +92,12 @@ def audit_command(run_dir: str, level: str, canaries: int, confidence: float, ex
                    f"confidence (delta {v['delta']:g}; {v['correct']}/{v['guesses']} guesses right, "
                    f"m={v['canaries']}, AUC {v['auc']:.2f}); claimed epsilon {stated}")
     click.echo(f"wrote {path} ({result['seconds']:.1f}s)")
+
+
+def of_run(run_dir: str, plant: str | None) -> dict[str, Any]:
+    """Which run the audit is of (so that `fedattack report` states it in that run's verdict,
+    wherever --out put the file) and the zoo bug planted in its spec, if any."""
+    return {"run": str(Path(run_dir).resolve()), "planted": plant}
 
 
 def planted_defences(defences: Any, bug: str) -> Any:
