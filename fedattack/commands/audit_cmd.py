@@ -46,7 +46,7 @@ from fedattack.commands.options import Choice, data_root_option, plugin_option
 @click.option("--backend", default="local", show_default=True, help="Where --runs run: a sweep backend.")
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Workers of --backend.")
 @click.option("--plant", default=None,
-              help="Audit the run's spec with its dp-fedavg replaced by a zoo bug (fedattack.audit.zoo).")
+              help="Audit the run's spec with its dp-fedavg replaced by a zoo bug (`fedattack list dp-bugs`).")
 @data_root_option
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
               help="JSON file to write. Default: RUN_DIR.audit-<level>.json beside RUN_DIR.")

@@ -81,3 +81,15 @@ def test_planting_lends_a_bug_and_takes_it_back() -> None:
     with planted("bug-noise-missing"):
         assert "bug-noise-missing" in DEFENCES
     assert DEFENCES.names() == before
+
+
+def test_fedattack_list_shows_every_bug_with_what_it_gets_wrong() -> None:
+    from click.testing import CliRunner
+
+    from fedattack.audit.zoo import BUGS
+    from fedattack.cli import cli
+
+    done = CliRunner().invoke(cli, ["list", "dp-bugs"])
+    assert done.exit_code == 0, done.output
+    for name, cls in BUGS.items():
+        assert cls.wrong and f"  {name}" in done.output and cls.wrong in done.output
