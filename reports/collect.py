@@ -18,6 +18,7 @@ from typing import Any
 
 from fedattack import provenance
 from fedattack.registry import TARGETS, UserError
+from fedattack.reports.audits import AuditFile, attach, is_audit, load_audit, read_audit
 from fedattack.reports.identity import adversary_in, adversary_label, defence_label, defences_in
 from fedattack.results import RESULT_SCHEMA, AttackResult
 
@@ -44,6 +45,7 @@ class RunInfo:
     defences: list[dict[str, Any]] = field(default_factory=list)  # the manifest's entries, innermost first
     defences_known: bool = True  # False: an old result whose run is out of reach; taken as undefended
     adversary: dict[str, Any] | None = None  # an active adversary that acted in training ({"name", "settings"})
+    audits: list[AuditFile] = field(default_factory=list)  # its DP audits, found by `audits.attach`
 
     @property
     def undefended(self) -> str:
@@ -94,15 +96,19 @@ def collect(paths: Iterable[str | Path]) -> Inputs:
     """Load every result and run reachable from `paths` (files or folders)."""
     results: list[LoadedResult] = []
     runs: dict[tuple[Any, ...], RunInfo] = {}
+    found: list[AuditFile] = []
+    named: list[AuditFile] = []
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            _scan_folder(path, results, runs)
+            _scan_folder(path, results, runs, found)
         elif path.is_file():
             if path.name == MANIFEST:
                 info = read_run(path.parent)
                 if info is not None:
                     _add_run(info, runs)
+            elif is_audit(path):
+                named.append(load_audit(path))
             else:
                 results.append(load_result(path))
         else:
@@ -111,6 +117,7 @@ def collect(paths: Iterable[str | Path]) -> Inputs:
         _add_run(r.run, runs)
         r.run = runs[r.run.ident]  # one object per federation, so labels set below reach both
     _separate_settings(list(runs.values()))
+    attach(list(runs.values()), found, named)
     if not results and not runs:
         names = ", ".join(str(p) for p in paths)
         raise UserError(f"no fedattack results or run directories found in {names}; run `fedattack evaluate` first")
@@ -140,7 +147,8 @@ def _separate_settings(runs: list[RunInfo]) -> None:
                     run.partition = f"{run.partition}{VARIANT_OPEN}{extra}]"
 
 
-def _scan_folder(folder: Path, results: list[LoadedResult], runs: dict[tuple[Any, ...], RunInfo]) -> None:
+def _scan_folder(folder: Path, results: list[LoadedResult], runs: dict[tuple[Any, ...], RunInfo],
+                 audits: list[AuditFile]) -> None:
     for file in sorted(folder.rglob("*.json")):
         rel_parts = file.relative_to(folder).parts
         if any(part.startswith(".") for part in rel_parts):
@@ -151,6 +159,8 @@ def _scan_folder(folder: Path, results: list[LoadedResult], runs: dict[tuple[Any
                 _add_run(info, runs)
         elif _is_result(file):
             results.append(load_result(file))
+        elif is_audit(file):
+            audits.extend(a for a in [read_audit(file)] if a is not None)
 
 
 def _is_result(file: Path) -> bool:

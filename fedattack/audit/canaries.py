@@ -52,7 +52,7 @@ def directions(shapes: Mapping[str, tuple[int, ...]], m: int, norm: float, seed:
 class _PlantsCanaries:
     """Mixed in before a (possibly defended) method's class: canary clients send their canary."""
 
-    planted: dict[int, Payload]
+    planted: Mapping[int, Payload]
 
     def seal(self, up: Payload, down: Payload, ctx: ClientContext) -> Payload:
         canary = self.planted.get(ctx.client)
@@ -63,7 +63,7 @@ class _PlantsCanaries:
         return super().seal(up, down, ctx)  # type: ignore[misc]  # the method's (and defences') seal
 
 
-def plant_clients(target: Target, planted: dict[int, Payload]) -> None:
+def plant_clients(target: Target, planted: Mapping[int, Payload]) -> None:
     """Make `target` send `planted[k]` as the update of client k (before any defence runs)."""
     cls = type(target)
     target.__class__ = type(f"Canaried{cls.__name__}", (_PlantsCanaries, cls), {"__module__": __name__})

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -48,14 +49,18 @@ from fedattack.wire import Payload
 
 @dataclass(frozen=True, kw_only=True)
 class WhiteBoxSpec:
-    """canaries: m canary clients, one coordinate each. confidence: of both bounds."""
+    """canaries: m canary clients, one coordinate each. confidence: of both bounds. per_coordinate:
+    at most this many canaries share a coordinate (1: none do; see `coordinates`)."""
 
     canaries: int = 256
     confidence: float = 0.95
+    per_coordinate: int = 1
 
     def __post_init__(self) -> None:
         if self.canaries < 2:
             raise UserError(f"an audit needs at least 2 canaries, got {self.canaries}")
+        if self.per_coordinate < 1:
+            raise UserError(f"per_coordinate must be at least 1, got {self.per_coordinate}")
         if not 0 < self.confidence < 1:
             raise UserError(f"audit confidence {self.confidence} must be in (0, 1)")
 
@@ -64,13 +69,24 @@ def float_shapes(target: Target) -> dict[str, tuple[int, ...]]:
     return {n: tuple(s) for n, s in sorted(target.wire_schema().uplink.items())}
 
 
-def coordinates(shapes: dict[str, tuple[int, ...]], m: int, seed: int) -> list[tuple[str, int]]:
-    """m distinct (tensor, flat index) coordinates of the uplink, drawn without replacement."""
+def coordinates(shapes: dict[str, tuple[int, ...]], m: int, seed: int,
+                per_coordinate: int = 1) -> list[tuple[str, int]]:
+    """m (tensor, flat index) coordinates of the uplink: distinct while m fits the model, else
+    each coordinate shared by at most `per_coordinate` canaries (fresh permutations of all slots,
+    one after another, so the first len(slots) canaries are those of the unshared draw).
+
+    Sharing is the price of more canaries than coordinates: a canary's score then also carries
+    its k - 1 neighbours' +-C in every round, so its separation falls from 2 sqrt(T) / sigma to
+    2 sqrt(T) / sqrt(sigma^2 + (k - 1) T), little where sigma is large (a small claimed epsilon,
+    which is where one run needs the most canaries). The one-run bounds hold whatever the
+    canaries' dependence, so sharing costs power, never validity."""
     slots = [(n, i) for n, s in shapes.items() for i in range(math.prod(s))]
-    if m > len(slots):
-        raise UserError(f"{m} white-box canaries need {m} coordinates, but the model's update has "
-                        f"{len(slots)}; use at most {len(slots)} canaries or a larger model")
-    pick = torch.randperm(len(slots), generator=generator(seed, "audit:coordinates"))[:m]
+    if m > len(slots) * per_coordinate:
+        raise UserError(f"{m} white-box canaries need {math.ceil(m / per_coordinate)} coordinates at "
+                        f"{per_coordinate} a coordinate, but the model's update has {len(slots)}; use at most "
+                        f"{len(slots) * per_coordinate} canaries, more a coordinate, or a larger model")
+    gen = generator(seed, "audit:coordinates")
+    pick = torch.cat([torch.randperm(len(slots), generator=gen) for _ in range(math.ceil(m / len(slots)))])[:m]
     return [slots[int(i)] for i in pick]
 
 
@@ -78,6 +94,27 @@ def canary_update(shapes: dict[str, tuple[int, ...]], where: tuple[str, int], va
     out = {n: torch.zeros(s) for n, s in shapes.items()}
     out[where[0]].view(-1)[where[1]] = value
     return out
+
+
+class Canaries(Mapping[int, Payload]):
+    """Client id -> its canary's update, built when the client seals it: tens of thousands of
+    canaries stored as dense model-sized updates would hold one copy of the model per canary."""
+
+    def __init__(self, shapes: dict[str, tuple[int, ...]], first: int, coords: list[tuple[str, int]],
+                 values: list[float]) -> None:
+        self.shapes, self.first, self.coords, self.signed = shapes, first, coords, values
+
+    def __getitem__(self, client: int) -> Payload:
+        i = client - self.first
+        if not 0 <= i < len(self.coords):
+            raise KeyError(client)
+        return canary_update(self.shapes, self.coords[i], self.signed[i])
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(range(self.first, self.first + len(self.coords)))
+
+    def __len__(self) -> int:
+        return len(self.coords)
 
 
 def round_projections(states: list[State], coords: list[tuple[str, int]], cohort: int,
@@ -112,7 +149,7 @@ def whitebox_audit(spec: FederationSpec, wb: WhiteBoxSpec, data_root: str | None
     """Train `spec` once with m coordinate canaries; both one-run bounds of the scores (JSON-ready)."""
     started = time.perf_counter()
     result = whitebox_scores(spec, wb.canaries, cn.membership(spec.seed, wb.canaries), data_root, download,
-                             device)
+                             device, wb.per_coordinate)
     claim, included, scores = result["claimed"], result["included"], result["scores"]
     return {"schema": AUDIT_SCHEMA, "kind": "white-box canary clients", "audit": asdict(wb),
             "spec": spec.to_json(), "claimed": claim, "included": sum(included),
@@ -131,14 +168,14 @@ def bounds(scores: list[float], included: list[bool], claim: dict[str, Any],
 
 
 def whitebox_scores(spec: FederationSpec, m: int, included: list[bool], data_root: str | None = None,
-                    download: bool = False, device: str = "cpu") -> dict[str, Any]:
+                    download: bool = False, device: str = "cpu", per_coordinate: int = 1) -> dict[str, Any]:
     """One canary run: the claim, and each canary's score (higher: more likely "in")."""
     with planted(*bug_names(spec.defences)):
-        return _scores(spec, m, included, data_root, download, device)
+        return _scores(spec, m, included, data_root, download, device, per_coordinate)
 
 
 def _scores(spec: FederationSpec, m: int, included: list[bool], data_root: str | None, download: bool,
-            device: str) -> dict[str, Any]:
+            device: str, per_coordinate: int) -> dict[str, Any]:
     dataset = load_dataset(spec.dataset, data_root, download)
     partition = make_partition(spec.partition, dataset, spec.num_clients, spec.seed, **spec.partition_options)
     n = partition.num_clients
@@ -146,9 +183,9 @@ def _scores(spec: FederationSpec, m: int, included: list[bool], data_root: str |
     target = build_target(spec, dataset, n + m, data_root)
     clip = clip_bound(target) or 1.0
     shapes = float_shapes(target)
-    coords = coordinates(shapes, m, spec.seed)
-    cn.plant_clients(target, {n + i: canary_update(shapes, c, CANARY_OVER_CLIP * clip * (1 if inside else -1))
-                              for i, (c, inside) in enumerate(zip(coords, included))})
+    coords = coordinates(shapes, m, spec.seed, per_coordinate)
+    cn.plant_clients(target, Canaries(shapes, n, coords, [CANARY_OVER_CLIP * clip * (1 if inside else -1)
+                                                          for inside in included]))
     datas += cn.canary_client_data(datas, m)
     states, _ = train_keeping_states(spec, target, datas, device)
     diverged = nonfinite(states[-1])

@@ -10,6 +10,8 @@ that registered the run's own defence (or method, or model), as `fedattack train
 model, and reports both one-run bounds (epsilon-delta and Gaussian DP); `--runs N` trains N small
 federations with one such canary each on a sweep backend (`--backend`, `--workers`); `--plant BUG`
 audits the run's spec with its dp-fedavg replaced by a bug of the zoo (`fedattack.audit.zoo`).
+The file records the run it audited and the bug planted, so `fedattack report` states the audit
+in that run's verdict wherever the file is (`reports/audits.py`).
 """
 
 from __future__ import annotations
@@ -36,12 +38,15 @@ from fedattack.commands.options import Choice, data_root_option, plugin_option
 @click.option("--white-box", "white_box", is_flag=True,
               help="Canary clients on distinct coordinates scored over every round's model (the server's "
                    "view): both one-run bounds, epsilon-delta (Steinke et al.) and Gaussian DP (Mahloujifar et al.).")
+@click.option("--per-coordinate", type=click.IntRange(min=1), default=1, show_default=True,
+              help="--white-box: at most this many canaries share a coordinate (more canaries than the model "
+                   "has coordinates; they cost separation, never validity).")
 @click.option("--runs", type=click.IntRange(min=10), default=None,
               help="Multi-run audit: this many small federations with one white-box canary each.")
 @click.option("--backend", default="local", show_default=True, help="Where --runs run: a sweep backend.")
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Workers of --backend.")
 @click.option("--plant", default=None,
-              help="Audit the run's spec with its dp-fedavg replaced by a zoo bug (fedattack.audit.zoo).")
+              help="Audit the run's spec with its dp-fedavg replaced by a zoo bug (`fedattack list dp-bugs`).")
 @data_root_option
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
               help="JSON file to write. Default: RUN_DIR.audit-<level>.json beside RUN_DIR.")
@@ -49,12 +54,14 @@ from fedattack.commands.options import Choice, data_root_option, plugin_option
               help="Replace --out if it holds an earlier audit (nothing else is replaced).")
 @plugin_option("the run's own defence, method or model (as passed to `fedattack train`)")
 def audit_command(run_dir: str, level: str, canaries: int, confidence: float, executor: str | None,
-                  white_box: bool, runs: int | None, backend: str, workers: int | None, plant: str | None,
-                  data_root: str | None, out: str | None, overwrite: bool, plugins: tuple[str, ...]) -> None:
+                  white_box: bool, per_coordinate: int, runs: int | None, backend: str, workers: int | None,
+                  plant: str | None, data_root: str | None, out: str | None, overwrite: bool,
+                  plugins: tuple[str, ...]) -> None:
     """Plant canaries in one training run with RUN_DIR's spec; print the audited epsilon (Steinke,
     Nasr and Jagielski 2023) of the final model and of every round's model beside the claimed one."""
     from fedattack.atomic import write_json
     from fedattack.audit import AuditSpec, audit_federation
+    from fedattack.audit.whitebox import WhiteBoxSpec
     from fedattack.federation.claim import PidLock
     from fedattack.federation.rundir import Federation
     from fedattack.registry import UserError
@@ -72,14 +79,17 @@ def audit_command(run_dir: str, level: str, canaries: int, confidence: float, ex
         spec = dataclasses.replace(spec, executor=executor)
     if mode != level:
         with PidLock(path.parent / f".{path.name}.lock", f"writing {path}"):
-            result = white_box_result(spec, canaries, confidence, runs, backend, workers, data_root)
+            result = {**white_box_result(spec, WhiteBoxSpec(canaries=canaries, confidence=confidence,
+                                                            per_coordinate=per_coordinate),
+                                        runs, backend, workers, data_root),
+                      **of_run(run_dir, plant)}
             claim_file(path, overwrite)
             write_json(path, result)
         click.echo(f"{say(result)}\nwrote {path} ({result['seconds']:.1f}s)")
         return
     with PidLock(path.parent / f".{path.name}.lock", f"writing {path}"):
-        result = audit_federation(spec, AuditSpec(level=level, canaries=canaries, confidence=confidence),
-                                  data_root)
+        result = {**audit_federation(spec, AuditSpec(level=level, canaries=canaries, confidence=confidence),
+                                     data_root), **of_run(run_dir, plant)}
         claim_file(path, overwrite)  # and again: a file may have appeared meanwhile
         write_json(path, result)
     claim = result["claimed"]
@@ -89,6 +99,12 @@ def audit_command(run_dir: str, level: str, canaries: int, confidence: float, ex
                    f"confidence (delta {v['delta']:g}; {v['correct']}/{v['guesses']} guesses right, "
                    f"m={v['canaries']}, AUC {v['auc']:.2f}); claimed epsilon {stated}")
     click.echo(f"wrote {path} ({result['seconds']:.1f}s)")
+
+
+def of_run(run_dir: str, plant: str | None) -> dict[str, Any]:
+    """Which run the audit is of (so that `fedattack report` states it in that run's verdict,
+    wherever --out put the file) and the zoo bug planted in its spec, if any."""
+    return {"run": str(Path(run_dir).resolve()), "planted": plant}
 
 
 def planted_defences(defences: Any, bug: str) -> Any:
@@ -102,14 +118,14 @@ def planted_defences(defences: Any, bug: str) -> Any:
                         "trained with --defence dp-fedavg") from None
 
 
-def white_box_result(spec: Any, canaries: int, confidence: float, runs: int | None, backend: str,
-                     workers: int | None, data_root: str | None) -> dict[str, Any]:
+def white_box_result(spec: Any, wb: Any, runs: int | None, backend: str, workers: int | None,
+                     data_root: str | None) -> dict[str, Any]:
     from fedattack.audit.multirun import multirun_audit
-    from fedattack.audit.whitebox import WhiteBoxSpec, whitebox_audit
+    from fedattack.audit.whitebox import whitebox_audit
 
     if runs:
-        return multirun_audit(spec, runs, backend, workers, confidence, data_root)
-    return whitebox_audit(spec, WhiteBoxSpec(canaries=canaries, confidence=confidence), data_root)
+        return multirun_audit(spec, runs, backend, workers, wb.confidence, data_root)
+    return whitebox_audit(spec, wb, data_root)
 
 
 def say(result: dict[str, Any]) -> str:

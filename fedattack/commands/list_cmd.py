@@ -23,6 +23,7 @@ SECTIONS = {
     "defences": RegistryRef("fedattack.defences.base", "DEFENCES"),
     "active-threat-models": RegistryRef("fedattack.registry", "ACTIVE"),
     "backends": RegistryRef("fedattack.experiments.backends.base", "BACKENDS"),
+    "dp-bugs": RegistryRef("fedattack.audit.zoo", "BUGS"),  # not defences: planted by `fedattack audit --plant`
 }
 
 
@@ -31,7 +32,7 @@ SECTIONS = {
 @plugin_option("plugins of any kind, listed beside the built-ins")
 def list_command(what: str | None, plugins: tuple[str, ...]) -> None:
     """List methods, attacks, threat models, reconstruction strategies, datasets, partitions, models,
-    executors, defences and experiment backends."""
+    executors, defences, experiment backends and the audit's DP bugs (for `fedattack audit --plant`)."""
     read = imported if plugins else entries  # a plugin file is not in the source scan: import
     for section, ref in SECTIONS.items():
         if what and section != what:

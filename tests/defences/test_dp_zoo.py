@@ -60,8 +60,36 @@ def test_canaries_take_distinct_coordinates_and_too_many_are_refused() -> None:
         coordinates(shapes, 17, seed=0)
 
 
+def test_canaries_share_a_coordinate_only_when_asked_and_at_most_k_each() -> None:
+    shapes = {"w": (3, 4), "b": (4,)}
+    shared = coordinates(shapes, 40, seed=0, per_coordinate=3)
+    counts = np.unique([f"{n}{i}" for n, i in shared], return_counts=True)[1]
+    assert len(counts) == 16 and counts.max() == 3 and counts.min() == 2
+    assert shared[:16] == coordinates(shapes, 16, seed=0)  # the first 16 are the unshared draw
+    with pytest.raises(UserError, match="at most 48 canaries"):
+        coordinates(shapes, 49, seed=0, per_coordinate=3)
+
+
+def test_shared_coordinates_still_audit_a_correct_dp_fedavg_within_its_claim() -> None:
+    result = whitebox_audit(spec(DP), WhiteBoxSpec(canaries=5000, per_coordinate=2))
+    gdp = result["bounds"]["gdp"]
+    assert gdp["canaries"] == 5000 and gdp["epsilon"] <= result["claimed"]["epsilon"]
+
+
 def test_planting_lends_a_bug_and_takes_it_back() -> None:
     before = DEFENCES.names()
     with planted("bug-noise-missing"):
         assert "bug-noise-missing" in DEFENCES
     assert DEFENCES.names() == before
+
+
+def test_fedattack_list_shows_every_bug_with_what_it_gets_wrong() -> None:
+    from click.testing import CliRunner
+
+    from fedattack.audit.zoo import BUGS
+    from fedattack.cli import cli
+
+    done = CliRunner().invoke(cli, ["list", "dp-bugs"])
+    assert done.exit_code == 0, done.output
+    for name, cls in BUGS.items():
+        assert cls.wrong and f"  {name}" in done.output and cls.wrong in done.output

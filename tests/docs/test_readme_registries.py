@@ -18,7 +18,8 @@ from fedattack.commands.list_cmd import SECTIONS
 from tests.docs.markdown import ROOT, section
 
 PART = "What is built in"
-TITLES = {"reconstructions": "Reconstruction strategies", "backends": "Sweep backends"}
+TITLES = {"reconstructions": "Reconstruction strategies", "backends": "Sweep backends",
+          "dp-bugs": "DP bugs of the audit's zoo"}
 LEFT_TO_FEDATTACK_LIST = {"datasets", "partitions", "models"}
 BULLET = re.compile(r"^- (\[)?`([^`]+)`(?(1)\]\(([^)\s]+)\))(.*)$")
 

@@ -24,7 +24,9 @@ BUGS: Registry[type[Bug]] = Registry("dp-bug", "fedattack.audit.zoo")
 
 
 class Bug(DPFedAvg):
-    """Base of the zoo: set `name`, `wrong` (one line) and override what the bug changes."""
+    """Base of the zoo: set `name`, say what is wrong in the docstring's first line (read as
+    `wrong` by the tables, and by `fedattack list dp-bugs` from the source), and override what
+    the bug changes."""
 
     wrong: ClassVar[str] = ""
     correct: ClassVar[str] = "dp-fedavg"
@@ -35,6 +37,10 @@ class Bug(DPFedAvg):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         # deliberately not Defence's registration: a bug joins BUGS only
         if cls.__dict__.get("name"):
+            lines = (cls.__dict__.get("__doc__") or "").strip().splitlines()
+            if not lines:
+                raise TypeError(f"the zoo bug {cls.name} must say what is wrong in its docstring's first line")
+            cls.wrong = lines[0].strip()
             BUGS.add(cls.name, cls)
 
     @contextlib.contextmanager

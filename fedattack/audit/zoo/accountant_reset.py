@@ -10,8 +10,9 @@ from fedattack.audit.zoo import Bug
 
 
 class AccountantReset(Bug):
+    """the accountant is re-created every round and reports one round's epsilon, not all rounds'"""
+
     name = "bug-accountant-reset"
-    wrong = "the accountant is re-created every round and reports one round's epsilon, not all rounds'"
     rounds = 12  # the gap grows as sqrt(rounds): 12 rounds at sigma 3 put the truth 3.5x the claim's mu
     exposing = {"noise_multiplier": 3.0}
 

@@ -13,8 +13,9 @@ from fedattack.wire import Message, Payload
 
 
 class ClipAfterAggregation(Bug):
+    """the average of unclipped updates is clipped to C, with the noise of a mean of clipped ones"""
+
     name = "bug-clip-after-aggregation"
-    wrong = "the average of unclipped updates is clipped to C, with the noise of a mean of clipped ones"
     broadcast: dict[str, torch.Tensor]
 
     def on_uplink(self, up: Payload, down: Payload, ctx: ClientContext) -> Payload:

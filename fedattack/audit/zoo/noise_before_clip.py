@@ -11,8 +11,9 @@ from fedattack.wire import Payload
 
 
 class NoiseBeforeClip(Bug):
+    """each client noises its raw update and clips afterwards, so a large update drowns its noise"""
+
     name = "bug-noise-before-clip"
-    wrong = "each client noises its raw update and clips afterwards, so a large update drowns its noise"
     exposing = {"noise": "client"}
 
     def on_uplink(self, up: Payload, down: Payload, ctx: ClientContext) -> Payload:

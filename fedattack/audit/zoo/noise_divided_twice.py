@@ -9,8 +9,9 @@ from fedattack.wire import Message
 
 
 class NoiseDividedTwice(Bug):
+    """noise of std sigma x C / m added to the sum, which is then divided by m (m times too small)"""
+
     name = "bug-noise-divided-twice"
-    wrong = "noise of std sigma x C / m added to the sum, which is then divided by m (m times too small)"
 
     def on_receive(self, uplinks: list[Message], rnd: int, gen: torch.Generator) -> list[Message]:
         s = self.settings

@@ -9,8 +9,9 @@ from fedattack.wire import Message
 
 
 class NoiseMissing(Bug):
+    """clips and averages but adds no noise, while stating sigma's epsilon"""
+
     name = "bug-noise-missing"
-    wrong = "clips and averages but adds no noise, while stating sigma's epsilon"
 
     def on_receive(self, uplinks: list[Message], rnd: int, gen: torch.Generator) -> list[Message]:
         with self.using(noise_multiplier=0.0):

@@ -13,8 +13,9 @@ from fedattack.wire import Message
 
 
 class NoiseUnscaled(Bug):
+    """server noise of std sigma, not sigma x C (C times too small when C > 1)"""
+
     name = "bug-noise-unscaled"
-    wrong = "server noise of std sigma, not sigma x C (C times too small when C > 1)"
     exposing = {"clip_norm": 8.0}
 
     def on_receive(self, uplinks: list[Message], rnd: int, gen: torch.Generator) -> list[Message]:

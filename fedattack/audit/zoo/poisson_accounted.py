@@ -10,8 +10,9 @@ from fedattack.audit.zoo import Bug
 
 
 class PoissonAccounted(Bug):
+    """states the Poisson, add/remove-one epsilon for fixed-size sampling (replace-one neighbours)"""
+
     name = "bug-poisson-accounted"
-    wrong = "states the Poisson, add/remove-one epsilon for fixed-size sampling (replace-one neighbours)"
     one_run = False  # a factor of 2 in mu, below what one run of the test's size proves: the multi-run audit
 
     def accounting(self) -> dict[str, Any]:

@@ -12,8 +12,9 @@ from fedattack.wire import Payload
 
 
 class SomeUnclipped(Bug):
+    """clients with less than one batch of data skip clipping (their update goes out at any norm)"""
+
     name = "bug-some-unclipped"
-    wrong = "clients with less than one batch of data skip clipping (their update goes out at any norm)"
 
     def on_uplink(self, up: Payload, down: Payload, ctx: ClientContext) -> Payload:
         if ctx.samples is None or ctx.samples >= self.ctx.recipe.batch_size:
