@@ -38,10 +38,10 @@ from fedattack.commands.options import Choice, data_root_option, plugin_option
                    "view): both one-run bounds, epsilon-delta (Steinke et al.) and Gaussian DP (Mahloujifar et al.).")
 @click.option("--runs", type=click.IntRange(min=10), default=None,
               help="Multi-run audit: this many small federations with one white-box canary each.")
-@click.option("--backend", default="local", show_default=True, help="Where --runs run: a sweep backend.")
+@click.option("--backend", default=None, help="Where --runs run: a sweep backend [default: local].")
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Workers of --backend.")
-@click.option("--plant", default=None,
-              help="Audit the run's spec with its dp-fedavg replaced by a zoo bug (fedattack.audit.zoo).")
+@click.option("--plant", "plants", multiple=True, metavar="BUG",
+              help="Audit the run's spec with its dp-fedavg replaced by a zoo bug (fedattack.audit.zoo). Once.")
 @data_root_option
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
               help="JSON file to write. Default: RUN_DIR.audit-<level>.json beside RUN_DIR.")
@@ -49,8 +49,9 @@ from fedattack.commands.options import Choice, data_root_option, plugin_option
               help="Replace --out if it holds an earlier audit (nothing else is replaced).")
 @plugin_option("the run's own defence, method or model (as passed to `fedattack train`)")
 def audit_command(run_dir: str, level: str, canaries: int, confidence: float, executor: str | None,
-                  white_box: bool, runs: int | None, backend: str, workers: int | None, plant: str | None,
-                  data_root: str | None, out: str | None, overwrite: bool, plugins: tuple[str, ...]) -> None:
+                  white_box: bool, runs: int | None, backend: str | None, workers: int | None,
+                  plants: tuple[str, ...], data_root: str | None, out: str | None, overwrite: bool,
+                  plugins: tuple[str, ...]) -> None:
     """Plant canaries in one training run with RUN_DIR's spec; print the audited epsilon (Steinke,
     Nasr and Jagielski 2023) of the final model and of every round's model beside the claimed one."""
     from fedattack.atomic import write_json
@@ -62,6 +63,7 @@ def audit_command(run_dir: str, level: str, canaries: int, confidence: float, ex
     mode = "multirun" if runs else "whitebox" if white_box else level
     if mode != level and level != "client":
         raise UserError("--white-box and --runs audit canary clients; drop --level example")
+    backend, plant = spread_of(runs, backend, workers), one_plant(plants)
     path = Path(out) if out else Path(run_dir).resolve().parent / f"{Path(run_dir).name}.audit-{mode}.json"
     claim_file(path, overwrite)  # before the canary run, which takes minutes
     spec = Federation(run_dir, deep_verify=False).spec
@@ -89,6 +91,34 @@ def audit_command(run_dir: str, level: str, canaries: int, confidence: float, ex
                    f"confidence (delta {v['delta']:g}; {v['correct']}/{v['guesses']} guesses right, "
                    f"m={v['canaries']}, AUC {v['auc']:.2f}); claimed epsilon {stated}")
     click.echo(f"wrote {path} ({result['seconds']:.1f}s)")
+
+
+def spread_of(runs: int | None, backend: str | None, workers: int | None) -> str:
+    """The backend of --runs' federations; --backend or --workers without --runs would be ignored
+    (the one-run audits train one federation here), so they are refused, as is a worker count the
+    sequential backend cannot use."""
+    from fedattack.experiments.backends import BACKENDS
+    from fedattack.registry import UserError
+
+    if runs is None and (backend is not None or workers is not None):
+        given = "--backend" if backend is not None else "--workers"
+        raise UserError(f"{given} spreads a multi-run audit's federations; pass --runs N (at least 10) too, "
+                        "or drop it (a one-run audit trains one federation in this process)")
+    chosen = backend or "local"
+    BACKENDS.get(chosen)  # an unknown name is refused here, before anything is written
+    if chosen == "sequential" and workers is not None:
+        raise UserError(f"--workers {workers}: the sequential backend runs one federation at a time in this "
+                        "process; pass --backend local for workers")
+    return chosen
+
+
+def one_plant(plants: tuple[str, ...]) -> str | None:
+    from fedattack.registry import UserError
+
+    if len(plants) > 1:
+        raise UserError(f"--plant given {len(plants)} times ({', '.join(plants)}): a bug replaces the run's one "
+                        "dp-fedavg, so plant one per audit")
+    return plants[0] if plants else None
 
 
 def planted_defences(defences: Any, bug: str) -> Any:
