@@ -25,7 +25,7 @@ import torch
 
 from fedattack.attacks.active.acting_client import Round, replies
 from fedattack.attacks.active.readout import READOUT_METRICS, Readout, held
-from fedattack.attacks.base import Adversary, AuditRole, NotApplicable, Scored
+from fedattack.attacks.base import Adversary, AuditRole, NoSettings, NotApplicable, Scored
 from fedattack.attacks.data_reconstruction.family import Reconstructions
 from fedattack.attacks.evaluation.truth import GroundTruth
 from fedattack.attacks.planning.cost import Cost, Workload
@@ -73,7 +73,7 @@ class ActingRound(Readout):
     server: ClassVar[str] = ""
     acting: ClassVar[bool] = True
     requires: ClassVar[frozenset[str]] = frozenset({"aux"})
-    Settings = ActingSettings
+    Settings: ClassVar[type] = ActingSettings
     metrics = (*READOUT_METRICS, FLAGGED)  # type: ignore[assignment]  # readout's, and the check
     fast_settings: ClassVar[dict[str, Any]] = {}
 
@@ -92,7 +92,7 @@ class ActingRound(Readout):
                     f"{runs} local run(s) of {work.local_steps():,} steps; {match.detail}")
 
     def bins(self, samples: int) -> int:
-        return self.settings.bins or max(100, 4 * samples)
+        return getattr(self.settings, "bins", 0) or max(100, 4 * samples)
 
     def for_audit(self, work: Workload) -> dict[str, Any] | str:
         return {}
@@ -204,4 +204,5 @@ class ActingTrapWeights(ActingRound):
 
     name = "acting-trap-weights"
     server = "trap-weights"
+    Settings = NoSettings  # no units to choose: `--set bins=` is refused, not ignored
     audit = AuditRole("active server", strength=10)  # docs/active-server.md: 12% of 600-image clients

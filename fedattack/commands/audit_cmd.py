@@ -43,10 +43,10 @@ from fedattack.commands.options import Choice, data_root_option, plugin_option
                    "has coordinates; they cost separation, never validity).")
 @click.option("--runs", type=click.IntRange(min=10), default=None,
               help="Multi-run audit: this many small federations with one white-box canary each.")
-@click.option("--backend", default="local", show_default=True, help="Where --runs run: a sweep backend.")
+@click.option("--backend", default=None, help="Where --runs run: a sweep backend [default: local].")
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Workers of --backend.")
-@click.option("--plant", default=None,
-              help="Audit the run's spec with its dp-fedavg replaced by a zoo bug (`fedattack list dp-bugs`).")
+@click.option("--plant", "plants", multiple=True, metavar="BUG",
+              help="Audit the run's spec with its dp-fedavg replaced by a zoo bug (`fedattack list dp-bugs`). Once.")
 @data_root_option
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
               help="JSON file to write. Default: RUN_DIR.audit-<level>.json beside RUN_DIR.")
@@ -54,8 +54,9 @@ from fedattack.commands.options import Choice, data_root_option, plugin_option
               help="Replace --out if it holds an earlier audit (nothing else is replaced).")
 @plugin_option("the run's own defence, method or model (as passed to `fedattack train`)")
 def audit_command(run_dir: str, level: str, canaries: int, confidence: float, executor: str | None,
-                  white_box: bool, per_coordinate: int, runs: int | None, backend: str, workers: int | None,
-                  plant: str | None, data_root: str | None, out: str | None, overwrite: bool,
+                  white_box: bool, per_coordinate: int, runs: int | None, backend: str | None,
+                  workers: int | None, plants: tuple[str, ...], data_root: str | None, out: str | None,
+                  overwrite: bool,
                   plugins: tuple[str, ...]) -> None:
     """Plant canaries in one training run with RUN_DIR's spec; print the audited epsilon (Steinke,
     Nasr and Jagielski 2023) of the final model and of every round's model beside the claimed one."""
@@ -69,6 +70,7 @@ def audit_command(run_dir: str, level: str, canaries: int, confidence: float, ex
     mode = "multirun" if runs else "whitebox" if white_box else level
     if mode != level and level != "client":
         raise UserError("--white-box and --runs audit canary clients; drop --level example")
+    backend, plant = spread_of(runs, backend, workers), one_plant(plants)
     path = Path(out) if out else Path(run_dir).resolve().parent / f"{Path(run_dir).name}.audit-{mode}.json"
     claim_file(path, overwrite)  # before the canary run, which takes minutes
     spec = Federation(run_dir, deep_verify=False).spec
@@ -105,6 +107,34 @@ def of_run(run_dir: str, plant: str | None) -> dict[str, Any]:
     """Which run the audit is of (so that `fedattack report` states it in that run's verdict,
     wherever --out put the file) and the zoo bug planted in its spec, if any."""
     return {"run": str(Path(run_dir).resolve()), "planted": plant}
+
+
+def spread_of(runs: int | None, backend: str | None, workers: int | None) -> str:
+    """The backend of --runs' federations; --backend or --workers without --runs would be ignored
+    (the one-run audits train one federation here), so they are refused, as is a worker count the
+    sequential backend cannot use."""
+    from fedattack.experiments.backends import BACKENDS
+    from fedattack.registry import UserError
+
+    if runs is None and (backend is not None or workers is not None):
+        given = "--backend" if backend is not None else "--workers"
+        raise UserError(f"{given} spreads a multi-run audit's federations; pass --runs N (at least 10) too, "
+                        "or drop it (a one-run audit trains one federation in this process)")
+    chosen = backend or "local"
+    BACKENDS.get(chosen)  # an unknown name is refused here, before anything is written
+    if chosen == "sequential" and workers is not None:
+        raise UserError(f"--workers {workers}: the sequential backend runs one federation at a time in this "
+                        "process; pass --backend local for workers")
+    return chosen
+
+
+def one_plant(plants: tuple[str, ...]) -> str | None:
+    from fedattack.registry import UserError
+
+    if len(plants) > 1:
+        raise UserError(f"--plant given {len(plants)} times ({', '.join(plants)}): a bug replaces the run's one "
+                        "dp-fedavg, so plant one per audit")
+    return plants[0] if plants else None
 
 
 def planted_defences(defences: Any, bug: str) -> Any:

@@ -174,6 +174,9 @@ def backend_of(name: str | None, workers: int | None, address: str | None) -> An
         return None
     from fedattack.experiments.backends import make_backend
 
+    if name == "sequential" and workers is not None:
+        raise UserError(f"--workers {workers}: the sequential backend runs one victim at a time in this process; "
+                        "pass --backend local or --backend ray for workers")
     return make_backend(name, workers, address)
 
 

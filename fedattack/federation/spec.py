@@ -71,7 +71,7 @@ class FederationSpec:
         if not isinstance(recipe, dict):
             raise UserError("recipe must hold epochs, batch_size and lr")
         data["recipe"] = Recipe(**recipe)
-        data["defences"] = tuple(data.get("defences", ()))
+        data["defences"] = defence_entries(data.get("defences", ()))
         data.setdefault("normalize", "none")
         data.setdefault("executor", "sequential")  # a spec without one was written when that was the default
         return cls(**data)
@@ -101,3 +101,13 @@ class FederationSpec:
 
     def clients_per_round(self, num_clients: int) -> int:
         return max(1, min(num_clients, int(round(self.fraction * num_clients))))
+
+
+def defence_entries(value: Any) -> tuple[dict[str, Any], ...]:
+    """The spec's defences as written: a list of {"name", "settings"} tables (a forged manifest's
+    string became a tuple of its characters, and the audit ended in an AttributeError)."""
+    if not isinstance(value, (list, tuple)) or not all(
+            isinstance(d, dict) and isinstance(d.get("name"), str) and isinstance(d.get("settings", {}), dict)
+            for d in value):
+        raise ValueError(f"defences must be a list of {{name, settings}} tables, got {str(value)[:80]!r}")
+    return tuple(value)

@@ -54,3 +54,11 @@ def test_a_ray_address_where_nothing_listens_fails_fast(ws: Workspace, run: Path
                          f"127.0.0.1:{_free_port()}", "--quiet"), "no Ray cluster answers")
     assert time.perf_counter() - started < 60
     ws.unchanged()
+
+
+def test_workers_on_the_sequential_backend_are_refused_not_ignored(ws: Workspace, run: Path) -> None:
+    """`--backend sequential --workers 3` ran one victim at a time and said nothing of the 3 (#43)."""
+    ws.seal()
+    refused(ws.fedattack("evaluate", "run", "--out", "results", "--quiet", "--backend", "sequential",
+                         "--workers", "3"), "--workers 3", "sequential backend")
+    ws.unchanged()
