@@ -113,11 +113,15 @@ class AuditRole:
     """Where an attack stands in the default audit (`attacks.planning.default_audit`): per threat
     model, the strongest attack of each `family` that the threat model can run and the budget
     fits is run, plus every `paper` attack (the seed papers', for their comparison). `strength`
-    orders a family, from measurements (docs/privacy.md); higher is stronger."""
+    orders a family, from measurements (docs/privacy.md); higher is stronger. `complements`: the
+    attack reads the victim by other means than its family's others, so a stronger one does not
+    subsume it (on some workloads it finds what they miss: docs/privacy.md); it then runs, where
+    it applies, in the time left after everything else the audit chose, or the plan says why not."""
 
     family: str
     strength: int = 0
     paper: bool = False
+    complements: bool = False
 
 
 class Attack:

@@ -10,7 +10,9 @@ and it reaches clients of hundreds to thousands of images wherever the layer has
 the client has images and the images fewer pixels than that (`cocktail.unmixable`). It does not
 apply through convolutions (the paper's feature inversion after the unmixing is not written
 here). In the default audit it ranks below `update-inversion`, whose first-layer reading recovers
-more of the small MNIST clients both apply to (docs/privacy.md, "The cocktail party attack").
+more of the small MNIST clients both apply to, and it `complements` it: a different reading, so
+the audit runs it too wherever it applies and the time left allows (docs/privacy.md, "The
+cocktail party attack"), and its plan says why where it does not.
 """
 
 from __future__ import annotations
@@ -53,7 +55,9 @@ class CocktailParty(DataReconstruction):
 
     name = "cocktail-party"
     Settings = CocktailSettings
-    audit = AuditRole("reconstruction", strength=15)  # below update-inversion: docs/privacy.md
+    # below update-inversion on the small MNIST clients both take, and beside it, not after it:
+    # ICA recovers what the linear programs cannot reach (docs/privacy.md, "The cocktail party attack")
+    audit = AuditRole("reconstruction", strength=15, complements=True)
 
     def reconstruct(self, adv: Adversary, gen: torch.Generator) -> Reconstructions:
         update = victim_update(adv, adaptive_selection=False)

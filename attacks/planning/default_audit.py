@@ -7,7 +7,12 @@ the victim's workload (`Attack.for_audit`, e.g. update inversion only where the 
 fully connected and wider than the victim's images are many) and that fits the memory budget
 (at some chunk size) and the time still left is chosen; the weaker ones of the family are not
 run. Then every `paper` attack not chosen yet, for the papers' comparison, as long as it fits.
-What was left out, and why, is printed in the plan and kept in `plan.json`.
+Last, every attack that `complements` its family (`AuditRole`: it reads the victim by other
+means, e.g. the cocktail party attack's independent component analysis beside update
+inversion's linear programs, and recovers images they miss) and was not chosen yet, where it
+takes the workload and fits the time left: last, so that it never crowds out what the audit
+would run without it. What was left out, and why, is printed in the plan and kept in
+`plan.json`.
 
 The time budget is shared in that order, so the strongest membership attack of every threat
 model is costed first. Without `--time` the default audit plans for `DEFAULT_SECONDS`.
@@ -15,10 +20,11 @@ model is costed first. Without `--time` the default audit plans for `DEFAULT_SEC
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from fedattack.attacks.base import Attack, acting_mismatch, sees_every_uplink
+from fedattack.attacks.base import Attack, AuditRole, acting_mismatch, sees_every_uplink
 from fedattack.attacks.planning.cost import Decision, Workload
 from fedattack.attacks.planning.plan import decide
 from fedattack.attacks.threat_models.base import ThreatModel
@@ -91,14 +97,22 @@ class DefaultAudit:
                     if pick is not None:
                         chosen.append(pick)
                         break
+        chosen += self._also(threats, chosen, lambda role: role.paper)
+        chosen += self._also(threats, chosen, lambda role: role.complements)
+        return chosen
+
+    def _also(self, threats: list[ThreatModel], chosen: list[Chosen],
+              wanted: Callable[[AuditRole], bool]) -> list[Chosen]:
+        """Every attack whose role is `wanted` and that a threat model has not chosen yet, tried."""
+        out: list[Chosen] = []
         for tm in threats:
             taken = {c.name for c in chosen if c.tm is tm}
             for _, cls in ATTACKS.items():
-                if cls.audit is not None and cls.audit.paper and cls.name not in taken:
+                if cls.audit is not None and wanted(cls.audit) and cls.name not in taken:
                     pick = self._try(cls, tm)
                     if pick is not None:
-                        chosen.append(pick)
-        return chosen
+                        out.append(pick)
+        return out
 
     def _try(self, cls: type[Attack], tm: ThreatModel) -> Chosen | None:
         why = can_run(cls, tm, self.views.get(tm.name))
@@ -126,8 +140,9 @@ class DefaultAudit:
                        + (f"; {cheaper}" if cheaper else "")]
             pick.calls = {}
         if not pick.calls:
-            self.left_out.append({"threat_model": tm.name, "attack": cls.name,
-                                  "why": reasons[0] if reasons else "no victim"})
+            entry = {"threat_model": tm.name, "attack": cls.name, "why": reasons[0] if reasons else "no victim"}
+            if entry not in self.left_out:  # tried again as a paper or complementing attack: said once
+                self.left_out.append(entry)
             return None
         if self.left is not None:
             self.left -= seconds
@@ -147,8 +162,9 @@ class DefaultAudit:
 
 
 def nominal() -> list[str]:
-    """The default audit's attacks before any budget: the strongest of each family and every
-    paper attack (for results that say why nothing was attacked, e.g. a diverged run)."""
+    """The default audit's attacks before any budget: the strongest of each family, every paper
+    attack and every complementing one (for results that say why nothing was attacked, e.g. a diverged run)."""
     out = [ranked(f)[0].name for f in FAMILIES if ranked(f)]
-    out += [name for name, cls in ATTACKS.items() if cls.audit is not None and cls.audit.paper]
+    out += [name for name, cls in ATTACKS.items()
+            if cls.audit is not None and (cls.audit.paper or cls.audit.complements)]
     return list(dict.fromkeys(out))

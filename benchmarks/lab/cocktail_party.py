@@ -1,16 +1,22 @@
-"""The cocktail party attack on one-step aggregated gradients (docs/privacy.md, "The cocktail party
-attack"): per victim a disjoint batch of N training images, a dense layer of U ReLU units on the
-pixels and a linear layer to the classes at a fresh seeded initialisation, the batch's one
-aggregated gradient of the first layer, unmixed by `attacks/data_reconstruction/cocktail.py`
-(contrast edges, the attack's default; the prior from 500 test images) and scored as the attack
-family scores (one-to-one PSNR matching, `image_metrics.score_images`).
+"""The cocktail party attack on a first dense layer's update (docs/privacy.md, "The cocktail party
+attack" and "Large clients through wide dense layers"): per victim a disjoint batch of N training
+images, a dense layer of U ReLU units on the pixels and a linear layer to the classes at a fresh
+seeded initialisation, and the first layer's update: the batch's one aggregated gradient, or
+(a cell with a batch size B) minus the weight change of one epoch of plain SGD in minibatches of
+B (FedAvg's local run); unmixed by `attacks/data_reconstruction/cocktail.py` (contrast edges, the
+attack's default; the prior from 500 test images) and scored as the attack family scores
+(one-to-one PSNR matching, `image_metrics.score_images`).
 
     FEDATTACK_DATA=... python benchmarks/lab/cocktail_party.py --cell cifar10:64:1024:5 ...
+    FEDATTACK_DATA=... python benchmarks/lab/cocktail_party.py --table large --cell mnist:256:2048:5:32 ...
 
-writes docs/evidence/privacy/cocktail-party.json (each cell's victims, their share above 20 dB,
-PSNR mean, seconds and the process's peak resident memory, with a 95% bootstrap interval over
-victims); `table` renders it. Only the standard library at the top (the evidence check imports
-this file to render).
+writes docs/evidence/privacy/cocktail-party.json (or, with `--table large`,
+privacy/large-clients.json, which adds the share of each victim's images that are extreme rays of
+their span: the ceiling of any per-pixel program), replacing the cells it remeasures: each
+cell's victims, their share above 20 dB, PSNR mean, wall and CPU seconds of the unmixing, the
+load average, and the process's peak resident memory, with a 95% bootstrap interval over
+victims; `table` and `large_table` render them. Only the standard library at the top (the
+evidence check imports this file to render).
 """
 
 from __future__ import annotations
@@ -26,35 +32,71 @@ KEY = "privacy/cocktail-party"
 PAPER = "recovers batches up to 1,024 (its abstract; it scores by LPIPS, not PSNR)"
 
 
-def victim(dataset: Any, n: int, units: int, k: int) -> dict[str, Any]:
-    """One victim: batch k of n images, its gradient, the unmixing and its scores."""
-    import resource
-    import time
+LR = 0.1  # the FedAvg cells' local learning rate (plain SGD)
 
+
+def first_layer_update(dataset: Any, n: int, units: int, k: int, batch: int | None) -> tuple[Any, Any]:
+    """Batch k of n images and its first dense layer's update at a fresh seeded initialisation:
+    the one aggregated gradient (batch None), or minus the weight change of one epoch of plain
+    SGD in minibatches of `batch` (FedAvg's local run; still A X, one row of X per image)."""
     import torch
     import torch.nn.functional as F
-
-    from fedattack.attacks.data_reconstruction.cocktail import PixelPrior, separate
-    from fedattack.attacks.data_reconstruction.image_metrics import score_images
 
     torch.manual_seed(k)
     x, y = dataset.x_train[k * n:(k + 1) * n], dataset.y_train[k * n:(k + 1) * n]
     flat = x.flatten(1)
     fc1, fc2 = torch.nn.Linear(flat.shape[1], units), torch.nn.Linear(units, dataset.num_classes)
-    grad = torch.autograd.grad(F.cross_entropy(fc2(fc1(flat).relu()), y), fc1.weight)[0]
+    if batch is None:
+        return x, torch.autograd.grad(F.cross_entropy(fc2(fc1(flat).relu()), y), fc1.weight)[0]
+    start = fc1.weight.detach().clone()
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(k))
+    params = [*fc1.parameters(), *fc2.parameters()]
+    for i in range(0, n, batch):
+        b = order[i:i + batch]
+        grads = torch.autograd.grad(F.cross_entropy(fc2(fc1(flat[b]).relu()), y[b]), params)
+        with torch.no_grad():
+            for p, g in zip(params, grads):
+                p -= LR * g
+    return x, start - fc1.weight.detach()
+
+
+def victim(dataset: Any, n: int, units: int, k: int, batch: int | None = None) -> dict[str, Any]:
+    """One victim: batch k of n images, its update, the unmixing and its scores (wall and CPU
+    seconds of the unmixing, the 1-minute load average when it ended)."""
+    import os
+    import resource
+    import time
+
+    import torch
+
+    from fedattack.attacks.data_reconstruction.cocktail import PixelPrior, separate
+    from fedattack.attacks.data_reconstruction.image_metrics import score_images
+
+    x, update = first_layer_update(dataset, n, units, k, batch)
     prior = PixelPrior.of(dataset.x_test[:500].numpy())
-    start = time.perf_counter()
-    found = separate(grad.double().numpy(), n, k, prior, tuple(x.shape[1:]))
-    seconds = time.perf_counter() - start
+    start, cpu = time.perf_counter(), time.process_time()
+    found = separate(update.double().numpy(), n, k, prior, tuple(x.shape[1:]))
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     assert found.images is not None, found.note
     scores = score_images(torch.as_tensor(found.images, dtype=torch.float32).view_as(x), x)
     summary = scores.summary()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return {"victim": k, "share_20db": summary["share_recovered"], "psnr_mean": summary["psnr_mean"],
-            "seconds": round(seconds, 1), "peak_mib": round(peak), "iterations": found.iterations}
+            "seconds": round(seconds, 1), "cpu_seconds": round(cpu, 1), "load": round(os.getloadavg()[0], 1),
+            "peak_mib": round(peak), "iterations": found.iterations}
 
 
-def measure(cells: list[str], done: Any = None) -> list[dict[str, Any]]:
+def parse_cell(cell: str) -> tuple[str, int, int, int, int | None]:
+    """dataset:images:units:victims[:batch] (a batch: one epoch of FedAvg in minibatches of it)."""
+    parts = cell.split(":")
+    if len(parts) not in (4, 5) or not all(p.isdigit() for p in parts[1:]):
+        raise SystemExit(f"error: --cell {cell!r} is not dataset:images:units:victims[:batch]")
+    return parts[0], int(parts[1]), int(parts[2]), int(parts[3]), int(parts[4]) if len(parts) == 5 else None
+
+
+def measure(cells: list[str], ceiling: bool = False, done: Any = None) -> list[dict[str, Any]]:
+    """Each cell's victims; with `ceiling`, also the share of each victim's images that are
+    extreme rays of their span (the most any per-pixel program reaches; the scorer's side)."""
     import os
 
     import numpy as np
@@ -62,19 +104,67 @@ def measure(cells: list[str], done: Any = None) -> list[dict[str, Any]]:
     from fedattack.data import load_dataset
     from fedattack.intervals import mean_interval
 
-    out = []
-    for cell in cells:
-        name, n, units, victims = cell.split(":")
+    out, rays = [], {}  # rays: each victim's extreme-ray share, computed once (the images, not the layer)
+    for name, n, units, victims, batch in map(parse_cell, cells):
         data = load_dataset(name, os.environ.get("FEDATTACK_DATA"))
-        rows = [victim(data, int(n), int(units), k) for k in range(int(victims))]
+        rows = [victim(data, n, units, k, batch) for k in range(victims)]
         share = mean_interval([r["share_20db"] for r in rows])
-        out.append({"dataset": name, "images": int(n), "units": int(units), "victims": rows,
-                    "share": [share.mean, share.low, share.high],
-                    "psnr_mean": float(np.mean([r["psnr_mean"] for r in rows]))})
+        cell = {"dataset": name, "images": n, "units": units, "batch": batch,
+                "steps": 1 if batch is None else -(-n // batch), "victims": rows,
+                "share": [share.mean, share.low, share.high],
+                "psnr_mean": float(np.mean([r["psnr_mean"] for r in rows]))}
+        if ceiling:
+            cell["extreme_rays"] = ceiling_of(data, n, victims, rays)
+        out.append(cell)
         print(json.dumps(out[-1]), flush=True)
         if done is not None:
             done(out)  # each cell saved as it finishes
     return out
+
+
+def ceiling_of(data: Any, n: int, victims: int, cache: dict[tuple[int, int], float]) -> list[float]:
+    """The extreme-ray share of each victim's images, its mean and 95% interval over victims."""
+    from benchmarks.lab.inversion_rounds_curve import extreme_rays
+    from fedattack.intervals import mean_interval
+
+    for k in range(victims):
+        if (n, k) not in cache:
+            cache[n, k] = extreme_rays(data.x_train[k * n:(k + 1) * n].flatten(1).double().numpy())
+    found = mean_interval([cache[n, k] for k in range(victims)])
+    return [found.mean, found.low, found.high]
+
+
+def same_cell(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    return all(a.get(k) == b.get(k) for k in ("dataset", "images", "units", "batch"))
+
+
+def merged(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The evidence's cells with the new ones in place of any they remeasure."""
+    kept = [c for c in old if not any(same_cell(c, n) for n in new)]
+    return sorted(kept + new, key=lambda c: (c["dataset"], c["images"], c["units"], c.get("batch") or 0))
+
+
+def pct(v: float) -> str:
+    return f"{100 * v:.1f}%"
+
+
+def update_of(c: dict[str, Any]) -> str:
+    return "one step" if c.get("batch") is None else f"1 epoch, batch {c['batch']} ({c['steps']} steps)"
+
+
+def share_cells(c: dict[str, Any]) -> list[Any]:
+    v = c["victims"]
+    point, low, high = c["share"]
+    cpu = [r["cpu_seconds"] for r in v if "cpu_seconds" in r]
+    load = [r["load"] for r in v if "load" in r]
+    return [len(v), f"{pct(point)} ({pct(low)}-{pct(high)})", ", ".join(f"{100 * r['share_20db']:.0f}" for r in v),
+            f"{c['psnr_mean']:.1f}", f"{min(r['seconds'] for r in v):.0f}-{max(r['seconds'] for r in v):.0f}",
+            f"{min(cpu):.0f}-{max(cpu):.0f}" if cpu else "-",
+            f"{min(load):.1f}-{max(load):.1f}" if load else "-", f"{max(r['peak_mib'] for r in v):,}"]
+
+
+MEASURED = ["victims", "above 20 dB (95% CI over victims)", "per victim (%)", "PSNR mean", "wall s / victim",
+            "CPU s / victim", "load (1 min)", "peak MiB"]
 
 
 def table(data: dict[str, Any]) -> str:
@@ -82,34 +172,46 @@ def table(data: dict[str, Any]) -> str:
     sys.path.insert(0, str(ROOT))
     from benchmarks.lab.evidence import markdown
 
-    def pct(v: float) -> str:
-        return f"{100 * v:.1f}%"
+    rows = [[c["dataset"], f"{c['images']:,}", f"{c['units']:,}", update_of(c), *share_cells(c), PAPER]
+            for c in data["rows"]]
+    return markdown(["dataset", "images", "units", "update", *MEASURED, "the paper"], rows)
 
-    rows = []
-    for c in data["rows"]:
-        v = c["victims"]
-        point, low, high = c["share"]
-        rows.append([c["dataset"], f"{c['images']:,}", f"{c['units']:,}", len(v),
-                     f"{pct(point)} ({pct(low)}-{pct(high)})", ", ".join(f"{100 * r['share_20db']:.0f}" for r in v),
-                     f"{c['psnr_mean']:.1f}", f"{min(r['seconds'] for r in v):.0f}-{max(r['seconds'] for r in v):.0f}",
-                     f"{max(r['peak_mib'] for r in v):,}", PAPER])
-    return markdown(["dataset", "images", "units", "victims", "above 20 dB (95% CI over victims)", "per victim (%)",
-                     "PSNR mean", "s / victim", "peak MiB", "the paper"], rows)
+
+def large_table(data: dict[str, Any]) -> str:
+    """The large-client table: images x width x one step / one epoch, beside the ceiling."""
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.lab.evidence import markdown
+
+    def ceiling(c: dict[str, Any]) -> str:
+        point, low, high = c["extreme_rays"]
+        return f"{pct(point)} ({pct(low)}-{pct(high)})"
+
+    rows = [[c["dataset"], f"{c['images']:,}", f"{c['units']:,}", update_of(c), *share_cells(c), ceiling(c)]
+            for c in data["rows"]]
+    return markdown(["dataset", "images", "units", "update", *MEASURED, "extreme rays (per-pixel ceiling)"], rows)
+
+
+TABLES = {"cocktail": (KEY, "table"), "large": ("privacy/large-clients", "large_table")}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cell", action="append", required=True, help="dataset:images:units:victims")
+    parser.add_argument("--cell", action="append", required=True, help="dataset:images:units:victims[:batch]")
+    parser.add_argument("--table", choices=sorted(TABLES), default="cocktail", help="which evidence the cells join")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     import torch
 
-    from benchmarks.lab.evidence import save
+    from benchmarks.lab.evidence import EVIDENCE, save
 
+    key, render = TABLES[args.table]
+    path = EVIDENCE / f"{key}.json"
+    old = json.loads(path.read_text())["rows"] if path.exists() else []
     torch.set_num_threads(1)  # and so FastICA's BLAS (cocktail.separate): the machine is shared
-    measure(args.cell, lambda rows: save(KEY, "benchmarks/lab/cocktail_party.py:table", rows,
-                                         about="one-step aggregated gradients through a dense ReLU layer; "
-                                               "FastICA (edges); 2 shared cores, one BLAS thread"))
+    measure(args.cell, args.table == "large",
+            lambda rows: save(key, f"benchmarks/lab/cocktail_party.py:{render}", merged(old, rows),
+                              about="the first dense layer's update (one aggregated gradient, or one epoch of "
+                                    f"plain SGD at lr {LR}); FastICA (edges); 2 shared cores, one BLAS thread"))
 
 
 if __name__ == "__main__":

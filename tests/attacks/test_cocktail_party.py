@@ -61,6 +61,30 @@ def test_a_random_update_of_the_same_shape_gives_chance(batch: tuple[np.ndarray,
     assert (corr > 0.9).mean() == 0.0 and corr.mean() < 0.2
 
 
+def test_a_fedavg_update_of_several_steps_is_separated_too() -> None:
+    """One epoch of plain SGD in 8 minibatches of 8: the first layer's update is still A X with one
+    row of X per image (each image enters through the step that saw it), so the same unmixing
+    reads it."""
+    root = data_root()
+    if root is None:
+        pytest.skip("set FEDATTACK_DATA to the shared datasets folder (MNIST)")
+    data = load_dataset("mnist", str(root))
+    torch.manual_seed(1)
+    x, y = data.x_train[IMAGES:2 * IMAGES].flatten(1), data.y_train[IMAGES:2 * IMAGES]
+    fc1, fc2 = torch.nn.Linear(x.shape[1], UNITS), torch.nn.Linear(UNITS, data.num_classes)
+    start, params = fc1.weight.detach().clone(), [*fc1.parameters(), *fc2.parameters()]
+    for b in torch.randperm(IMAGES).split(8):
+        grads = torch.autograd.grad(F.cross_entropy(fc2(fc1(x[b]).relu()), y[b]), params)
+        with torch.no_grad():
+            for param, g in zip(params, grads):
+                param -= 0.1 * g
+    update = (start - fc1.weight.detach()).double().numpy()
+    found = separate(update, IMAGES, 0, PixelPrior.of(data.x_test[:500].numpy()), (1, 28, 28))
+    assert found.images is not None
+    corr = matched_correlation(found.images, x.double().numpy())
+    assert (corr > 0.9).mean() >= 0.4, np.sort(corr)
+
+
 def test_it_says_why_it_cannot_separate() -> None:
     assert "more than the first layer's 200 units" in unmixable(200, 784, 480)
     assert "span every image" in unmixable(4096, 784, 1000)
@@ -77,6 +101,7 @@ def test_the_default_audit_ranks_it_and_it_says_why_it_leaves_a_workload_out() -
 
     order = [cls.name for cls in ranked("reconstruction")]
     assert order.index("update-inversion") < order.index("cocktail-party")  # measured stronger where both apply
+    assert CocktailParty.audit is not None and CocktailParty.audit.complements  # so it runs beside it
 
     def work(samples: int, first_layer: tuple[int, int] | None) -> Workload:
         probe = SimpleNamespace(input_numel=784)

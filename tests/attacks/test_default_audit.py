@@ -60,10 +60,12 @@ def documented() -> dict[str, dict[str, list[str]]]:
     return out
 
 
+WIDE_ONE_STEP = dataclasses.replace(work(64, first_layer=(1024, 784), epochs=1), batch_size=64)
 CASES = {"thousands of images, a fully connected first layer": work(2400),
          "fewer images than the first layer has units": work(50),
          "one local step (FedSGD)": work(10, first_layer=None, epochs=1),
-         "a convolutional first layer": work(2400, first_layer=None)}
+         "a convolutional first layer": work(2400, first_layer=None),
+         "64 images in one step through a 1,024-unit dense layer": WIDE_ONE_STEP}
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -78,6 +80,40 @@ def test_the_default_audit_leaves_out_what_does_not_fit() -> None:
     assert "rmia" not in tight and "update-inversion" in tight
     hurried = chosen(work(2400), seconds=10.0)["eavesdropper"]  # 10 s: 16 models of 1,000 steps do not fit
     assert "rmia" not in hurried and "inversion" in hurried
+
+
+def left_out(w: Workload, seconds: float | None = 1800.0) -> dict[str, str]:
+    """What the eavesdropper's default audit left out on `w`, and why, as its plan says."""
+    audit = DefaultAudit({("eavesdropper", 0): (w, 1)}, {}, 8 * GIB, seconds)
+    audit.choose([THREAT_MODELS.get("eavesdropper")()])
+    names = [i["attack"] for i in audit.left_out]
+    assert len(names) == len(set(names)), audit.left_out  # each said once
+    return {i["attack"]: i["why"] for i in audit.left_out}
+
+
+def test_the_cocktail_party_attack_runs_beside_update_inversion_through_a_wide_dense_layer() -> None:
+    """Issue 48: a 64-image one-step client through 1,024 dense units is read by both readings."""
+    picks = chosen(WIDE_ONE_STEP)
+    assert all({"cocktail-party", "update-inversion"} <= set(p) for p in picks.values()), picks
+    assert "cocktail-party" not in left_out(WIDE_ONE_STEP)
+
+
+def test_the_plan_says_why_it_leaves_the_cocktail_party_attack_out() -> None:
+    cnn = work(64, first_layer=None, epochs=1)
+    assert "cocktail-party" not in chosen(cnn)["eavesdropper"]
+    assert "not fully connected" in left_out(cnn)["cocktail-party"]
+    assert "more than the first layer's 200 units" in left_out(work(2400))["cocktail-party"]
+    many = dataclasses.replace(work(900, first_layer=(1024, 784), epochs=1), batch_size=900)
+    assert "span every image" in left_out(many)["cocktail-party"]  # 900 images of 784 pixels
+    hurried = left_out(WIDE_ONE_STEP, seconds=1.0)  # less than its FastICA's few seconds
+    assert "time budget" in hurried["cocktail-party"]
+
+
+def test_the_cocktail_party_attack_is_the_familys_pick_where_update_inversion_does_not_apply() -> None:
+    """As many images as units: the update's row space is every image, which the linear programs
+    cannot read, and ICA still has one mixture per image."""
+    square = dataclasses.replace(work(256, first_layer=(256, 784), epochs=1), batch_size=256)
+    assert "update-inversion" in left_out(square) and "cocktail-party" in chosen(square)["eavesdropper"]
 
 
 def test_the_default_audit_runs_update_inversion_through_the_first_layer() -> None:
