@@ -206,3 +206,10 @@ class ActingTrapWeights(ActingRound):
     server = "trap-weights"
     Settings = NoSettings  # no units to choose: `--set bins=` is refused, not ignored
     audit = AuditRole("active server", strength=10)  # docs/active-server.md: 12% of 600-image clients
+
+    def for_audit(self, work: Workload) -> dict[str, Any] | str:
+        """Left out, with the reason, where the traps have no dense first layer to sit in (a CNN):
+        the plan once priced it there and the call then read nothing, not applicable."""
+        if work.first_layer is None:
+            return "the model has no dense first layer on the pixels for the traps (it starts with a convolution)"
+        return {}

@@ -257,3 +257,14 @@ def test_a_refusal_names_a_weaker_attack_of_the_family_that_fits() -> None:
     shokri = ATTACKS.get("membership")().cost(w, None)
     assert sibling(ATTACKS.get("rmia")(), w, shokri.peak_bytes, None).startswith("--attack membership fits")
     assert sibling(ATTACKS.get("rmia")(), w, 1, None) == ""
+
+
+def test_the_malicious_server_is_planned_only_where_its_attack_can_act() -> None:
+    """On a CNN the traps have no dense first layer: the plan once priced acting-trap-weights
+    there (551 s on Fashion-MNIST's CNN) and every call then came back not applicable."""
+    traps, cnn = ATTACKS.get("acting-trap-weights")(), work(2400, first_layer=None)
+    assert traps.for_audit(work(2400)) == {}
+    assert "dense first layer" in str(traps.for_audit(cnn))
+    audit = DefaultAudit({("malicious-server", 0): (cnn, 1)}, {}, 8 * GIB, 60.0)  # the imprint does not fit
+    assert "acting-trap-weights" not in [p.name for p in audit.choose([THREAT_MODELS.get("malicious-server")()])]
+    assert "dense first layer" in {i["attack"]: i["why"] for i in audit.left_out}["acting-trap-weights"]
