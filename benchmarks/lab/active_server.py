@@ -5,6 +5,7 @@ client-side check (`downlink-check`) stops and how often it refuses an honest do
 
     FEDATTACK_DATA=../shared/datasets python benchmarks/lab/active_server.py run --out /tmp/active [--only WORD]
     python benchmarks/lab/active_server.py evidence --out /tmp/active   # docs/evidence/active-server/*.json
+    python benchmarks/lab/active_server.py before-after --out /tmp/active  # that table alone, merged
     python benchmarks/lab/active_server.py table --out /tmp/active      # the page's tables, from that evidence
     python benchmarks/lab/active_server.py figure --out /tmp/active     # docs/active-server.png
 
@@ -346,13 +347,43 @@ def evidence(out: Path) -> list[Path]:
                      for c, r in mine]
             written.append(save(f"{setting.name}-{name}", "shares", cells, setting=setting.name, metric=key,
                                 columns=used, row_order=labels, n_victims=len(victims(setting))))
-        acting += [{"setting": setting.name, "row": row_label(c), "column": column(c, "readout"),
-                    "victim": r["victim"], "recovered_40_before": r["recovered_40_before"],
-                    "recovered_40": r["recovered_40"]}
-                   for c, r in mine if c.active is not None and r["reading"] == "readout"]
-    written.append(save("verbatim-before-after", "before_after", acting))
+        acting += read_twice(mine)
+    written.append(save("verbatim-before-after", "before_after", merged(acting)))
     written += check_evidence(out, rows, by_name)
     return written
+
+
+def before_after_evidence(out: Path) -> Path:
+    """The before/after table's evidence alone, from the cells OUT holds merged into the committed
+    rows (`merged`): for re-running a few cells without rewriting the other tables' evidence."""
+    by_name = {c.name: c for c in CELLS}
+    mine = [(by_name[r["cell"]], r) for r in victim_rows(out)
+            if r["cell"] in by_name and CHECK not in by_name[r["cell"]].defences]
+    return save("verbatim-before-after", "before_after", merged(read_twice(mine)))
+
+
+def read_twice(mine: list[tuple[Cell, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Each victim's verbatim share by the readout before #50's fix and after, in the server's cells
+    (the honest server's too: the same readout on the honest federation)."""
+    return [{"setting": c.setting.name, "row": row_label(c), "column": column(c, "readout"), "victim": r["victim"],
+             "recovered_40_before": r["recovered_40_before"], "recovered_40": r["recovered_40"]}
+            for c, r in mine if r["reading"] == "readout" and "recovered_40_before" in r]
+
+
+def table_key(row: dict[str, Any]) -> tuple[str, str, str]:
+    return row["setting"], row["row"], row["column"]
+
+
+def merged(fresh: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The before/after rows of the cells in OUT, beside the committed rows of the cells OUT does
+    not hold (re-measured in an earlier session), in the order of CELLS: a partial OUT (a few
+    cells re-run) adds to the evidence and never drops any."""
+    path = EVIDENCE / "verbatim-before-after.json"
+    committed = json.loads(path.read_text())["rows"] if path.exists() else []
+    redone = {table_key(r) for r in fresh}
+    rows = [r for r in committed if table_key(r) not in redone] + fresh
+    order = {(c.setting.name, row_label(c), column(c, "readout")): i for i, c in enumerate(CELLS)}
+    return sorted(rows, key=lambda r: (order.get(table_key(r), len(order)), r["victim"]))
 
 
 def check_evidence(out: Path, rows: list[dict[str, Any]], by_name: dict[str, Cell]) -> list[Path]:
@@ -459,13 +490,15 @@ def figure(out: Path, to: Path, per_row: int = 10) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=["run", "evidence", "table", "facts", "list", "figure"])
+    parser.add_argument("what", choices=["run", "evidence", "before-after", "table", "facts", "list", "figure"])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--only", default="", help="run the cells whose name contains this")
     parser.add_argument("--cell", action="append", default=[], help="run this cell (its exact name, `list`); "
                         "repeat it for several, run in the order given")
     parser.add_argument("--data-root", default=None)
     parser.add_argument("--keep", action="store_true", help="keep the run directories")
+    parser.add_argument("--readout-only", action="store_true", help="read the server's readings only, not "
+                        "the passive eavesdropper's (which never de-duplicated: issue #50's before/after)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     cells = [c for c in CELLS if args.only in c.name]
@@ -475,6 +508,8 @@ def main() -> None:
         if unknown:
             parser.error(f"no cell named {unknown[0]!r}: `list` prints the cells' names")
         cells = [named[n] for n in args.cell]
+    if args.readout_only:  # the passive reading never de-duplicated: a re-read for the before/after skips it
+        cells = [replace(c, passive=False) for c in cells]
     if args.what == "figure":
         figure(args.out, Path(__file__).resolve().parents[2] / "docs" / "active-server.png")
     elif args.what == "list":
@@ -482,6 +517,8 @@ def main() -> None:
     elif args.what == "run":
         for cell in cells:
             run_cell(cell, args.out, args.data_root, args.keep)
+    elif args.what == "before-after":
+        print(before_after_evidence(args.out))
     elif args.what == "evidence":
         print("\n".join(str(p) for p in evidence(args.out)))
     elif args.what == "facts":
