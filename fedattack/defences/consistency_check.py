@@ -28,7 +28,6 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from collections.abc import Mapping
-
 from dataclasses import dataclass
 
 from fedattack.defences.downlink_check import DownlinkCheck

@@ -96,12 +96,19 @@ class DownlinkCheck(Defence):
 
     def on_uplink(self, up: Payload, down: Payload, ctx: ClientContext) -> Payload:
         self.checked += 1
-        why = self.judge(down, ctx.client, ctx.round)
-        if why is None:  # a refused downlink is not the client's model: it compares with the last it took
-            self.last[ctx.client] = {n: t.detach().clone() for n, t in down.items() if n in self.weights}
+        why = self.accept(down, ctx.client, ctx.round)
+        if why is None:
             return up
         self.refused.append({"round": ctx.round, "client": ctx.client, "why": why})
         return with_update(up, down, {n: torch.zeros_like(t) for n, t in update_of(up, down).items()})
+
+    def accept(self, down: Payload, client: int, rnd: int) -> str | None:
+        """Judge the downlink and, if it passes, remember it as this client's last accepted one
+        (a refused downlink is not the client's model: it compares with the last it took)."""
+        why = self.judge(down, client, rnd)
+        if why is None:
+            self.last[client] = {n: t.detach().clone() for n, t in down.items() if n in self.weights}
+        return why
 
     def judge(self, down: Payload, client: int, rnd: int) -> str | None:
         """Why client `client` refuses this downlink of round `rnd` (None: it accepts it), by
