@@ -28,7 +28,7 @@ def detection(data: dict[str, Any]) -> str:
         anyone = [float(any(r["flagged"][n] for n in names)) for r in rows]
         body.append([attack, str(len(rows)), percent([r["recovered_20"] for r in rows]),
                      percent([r["chance_20"] for r in rows]), *(percent(flags[n]) for n in names), percent(anyone)])
-    return markdown(["attack (MNIST, 10 clients a round)", "n victims", "recovered > 20 dB", "chance",
+    return markdown(["attack (digits, 10 clients a round)", "n victims", "recovered > 20 dB", "chance",
                      *(f"flagged by {n}" for n in names), "flagged by any"], body)
 
 
@@ -36,6 +36,9 @@ def alarms(data: dict[str, Any]) -> str:
     """Honest federations: downlinks each check refused (every one a false alarm)."""
     body = []
     for entry in data["methods"]:
+        if not entry["checked"]:
+            body.append([entry["method"], str(entry["rounds"]), *("no downlink on the wire" for _ in data["checks"])])
+            continue
         cells = []
         for n in data["checks"]:
             refused, checked = entry["refused"][n], entry["checked"]
@@ -43,7 +46,7 @@ def alarms(data: dict[str, Any]) -> str:
             cells.append(f"{refused} of {checked} [{100 * low:.1f}, {100 * high:.1f}]%")
         body.append([entry["method"], f"{entry['rounds']} ({entry['returning']} downlinks to a returning client)",
                      *cells])
-    return markdown(["honest method (MNIST)", "rounds", *(f"{n} false alarms" for n in data["checks"])], body)
+    return markdown(["honest method (digits)", "rounds", *(f"{n} false alarms" for n in data["checks"])], body)
 
 
 def exact(k: int, n: int) -> tuple[float, float]:
@@ -88,9 +91,10 @@ def loki_scale(data: dict[str, Any]) -> str:
     for cell in data["cells"]:
         rows = cell["rows"]
         checked = cell.get("real_protocol")
-        real = "-" if checked is None else f"{checked['same_share']} of {checked['victims']} victims the same"
+        real = "-" if checked is None else (f"{percent(list(checked['shares'].values()))}; the same share for "
+                                            f"{checked['same_share']} of {checked['victims']} victims")
         body.append([cell["dataset"], f"{cell['clients']:,}", str(len(rows)), str(rows[0]["train"]), str(cell["bins"]),
                      percent([r["recovered_20"] for r in rows]), percent([r["chance_20"] for r in rows]),
                      f"{cell['cpu_seconds']:,}", real])
     return markdown(["dataset", "clients a round", "n victims", "images a client trains on", "bins a client",
-                     "recovered > 20 dB", "chance", "CPU seconds", "real protocol (masks) on this round"], body)
+                     "recovered > 20 dB", "chance", "CPU seconds (the clients, after the calibration)", "real protocol (masks) on this round: recovered > 20 dB"], body)
