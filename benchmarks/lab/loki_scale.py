@@ -31,7 +31,8 @@ from pathlib import Path
 import torch
 
 from fedattack.attacks.active.servers._front import with_module
-from fedattack.attacks.active.servers.loki import BIAS, WEIGHT, Loki, bin_images
+from fedattack.attacks.active.servers.imprint import Imprint
+from fedattack.attacks.active.servers.loki import BIAS, WEIGHT, Loki, LokiSettings, bin_images
 from fedattack.data import load_dataset
 from fedattack.data.partition import make_partition
 from fedattack.defences import parse_defence
@@ -40,7 +41,7 @@ from fedattack.federation.loop import client_data, sample_clients
 from fedattack.federation.spec import FederationSpec
 from fedattack.federation.train import active_adversary, build_target
 from fedattack.rng import generator
-from fedattack.target import ClientContext, Recipe
+from fedattack.target import ClientContext, Recipe, Target
 from fedattack.training import sequential_train
 
 from benchmarks.lab.detection import share
@@ -57,7 +58,11 @@ SETTINGS = {  # the clients a round are the fraction of these
 
 
 class OneBlock(Loki):
-    """The `loki` server's design seen one block at a time: a module of that block's units only."""
+    """The `loki` server's design seen one block at a time: a module of that block's units only
+    (so the size limit of the whole module, which this never builds, does not apply)."""
+
+    def __init__(self, settings: LokiSettings, target: Target, knowledge: object = None) -> None:
+        Imprint.__init__(self, settings, target, knowledge)  # type: ignore[arg-type]
 
     @property
     def blocks(self) -> int:
@@ -81,7 +86,8 @@ def run(dataset: str, clients: int, out: Path) -> dict[str, object]:
     spec = replace(base, fraction=clients / base.num_clients, active=parse_active(f"loki:rounds=1,bins={bins}"),
                    defences=(parse_defence("secure-aggregation"),))
     target = build_target(spec, data, spec.num_clients)
-    real = active_adversary(spec, target, data, spec.num_clients)
+    single = replace(spec, fraction=1 / spec.num_clients)  # what the server knows, without the whole module
+    real = active_adversary(single, build_target(single, data, spec.num_clients), data, spec.num_clients)
     server = OneBlock(real.settings, target, real.knowledge)  # type: ignore[arg-type,union-attr]
     partition = make_partition(spec.partition, data, spec.num_clients, spec.seed, **spec.partition_options)
     sampled = sample_clients(spec, spec.num_clients, 1)
