@@ -86,7 +86,7 @@ def run(dataset: str, clients: int, out: Path) -> dict[str, object]:
     spec = replace(base, fraction=clients / base.num_clients, active=parse_active(f"loki:rounds=1,bins={bins}"),
                    defences=(parse_defence("secure-aggregation"),))
     target = build_target(spec, data, spec.num_clients)
-    single = replace(spec, fraction=1 / spec.num_clients)  # what the server knows, without the whole module
+    single = replace(spec, fraction=1 / spec.num_clients, defences=())  # what the server knows; no whole module
     real = active_adversary(single, build_target(single, data, spec.num_clients), data, spec.num_clients)
     server = OneBlock(real.settings, target, real.knowledge)  # type: ignore[arg-type,union-attr]
     partition = make_partition(spec.partition, data, spec.num_clients, spec.seed, **spec.partition_options)
