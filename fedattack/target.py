@@ -263,6 +263,12 @@ class Target:
             up = defence.on_uplink(up, down, ctx)
         return up
 
+    def deliver(self, rnd: int, downlinks: Mapping[int, Payload]) -> None:
+        """The round's downlinks reach the clients: every defence's `on_downlinks` sees them
+        (clients comparing digests of what they received); the loop calls it before training."""
+        for defence in self.defences:
+            defence.on_downlinks(rnd, downlinks)
+
     def receive(self, uplinks: list[Message], rnd: int) -> list[Message]:
         """The round's uplinks as `aggregate` gets them: every defence's server side, outermost
         first (under secure aggregation, m messages that all carry the weighted mean)."""

@@ -44,6 +44,7 @@ def replies(design: Round, truth: GroundTruth, seed: int) -> list[Message]:
     """The round's downlinks and the uplinks the server receives (see the module docstring)."""
     model, rnd, peers = design.sent.target, design.round, tuple(sorted(design.samples))
     out = [Message(rnd, SERVER, k, "downlink", dict(p)) for k, p in sorted(design.sent.payloads.items())]
+    model.deliver(rnd, design.sent.payloads)  # clients that compare their downlinks see the round's
     others = [k for k in peers if k != design.victim] if design.isolates else []
     for k in [design.victim, *others]:
         down = design.sent.payloads[k]

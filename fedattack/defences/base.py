@@ -5,6 +5,8 @@ A `Defence` has two hooks, both identity by default:
                                client-side noise, compression); what it returns is recorded
   `on_receive(uplinks, rnd, gen)`  server side: the received messages before the method
                                aggregates them (server-side noise, secure aggregation's sum)
+  `on_downlinks(rnd, downlinks)`  client side, before training: the round's downlinks, for
+                               clients that compare theirs with each other (gossiped digests)
 and declarations: `bind(target)` sees the method it wraps once, when the two are composed (to
 refuse, in one line, a method it cannot compose with); `hides_uplinks` says that a recorded
 uplink no longer decodes to a client's model (masked uplinks); `sums_unweighted` says that its
@@ -105,6 +107,10 @@ class Defence:
 
     def on_receive(self, uplinks: list[Message], rnd: int, gen: torch.Generator) -> list[Message]:
         return uplinks
+
+    def on_downlinks(self, rnd: int, downlinks: Mapping[int, Payload]) -> None:
+        """Client side, before anyone trains: the round's downlinks by receiver, for a defence whose
+        clients compare what they received with each other (`consistency-check`'s gossiped digests)."""
 
     def local_gradients(self, target: Target, params: State, consts: State, batch: Any, noise: State,
                         step: torch.Tensor, ctx: ClientContext) -> list[torch.Tensor | None]:

@@ -74,7 +74,7 @@ class DownlinkCheck(Defence):
         self.weights = frozenset(target.downlink_weights())
         why = self.opening(target)
         if why is not None:
-            raise UserError(f"downlink-check would refuse {target.name}'s own first downlink ({why}), so every "
+            raise UserError(f"{self.name} would refuse {target.name}'s own first downlink ({why}), so every "
                             "client would refuse every round and the federation would train nothing; drop the "
                             "check for this method (a method declares which downlink tensors are its model in "
                             "Target.downlink_weights)")
@@ -96,12 +96,25 @@ class DownlinkCheck(Defence):
 
     def on_uplink(self, up: Payload, down: Payload, ctx: ClientContext) -> Payload:
         self.checked += 1
-        why = self.suspicious(down, self.last.get(ctx.client))
-        if why is None:  # a refused downlink is not the client's model: it compares with the last it took
-            self.last[ctx.client] = {n: t.detach().clone() for n, t in down.items() if n in self.weights}
+        why = self.accept(down, ctx.client, ctx.round)
+        if why is None:
             return up
         self.refused.append({"round": ctx.round, "client": ctx.client, "why": why})
         return with_update(up, down, {n: torch.zeros_like(t) for n, t in update_of(up, down).items()})
+
+    def accept(self, down: Payload, client: int, rnd: int) -> str | None:
+        """Judge the downlink and, if it passes, remember it as this client's last accepted one
+        (a refused downlink is not the client's model: it compares with the last it took)."""
+        why = self.judge(down, client, rnd)
+        if why is None:
+            self.last[client] = {n: t.detach().clone() for n, t in down.items() if n in self.weights}
+        return why
+
+    def judge(self, down: Payload, client: int, rnd: int) -> str | None:
+        """Why client `client` refuses this downlink of round `rnd` (None: it accepts it), by
+        what that client knows: here its last accepted downlink. A stronger check that knows
+        more (the round's other downlinks, `consistency-check`) overrides this."""
+        return self.suspicious(down, self.last.get(client))
 
     def suspicious(self, down: Payload, last: Payload | None) -> str | None:
         """Why this downlink is refused (None: it is accepted)."""
@@ -125,10 +138,15 @@ class DownlinkCheck(Defence):
     def accounting(self) -> dict[str, Any]:
         reasons: dict[str, int] = {}
         for entry in self.refused:
-            kind = entry["why"].split(" ", 1)[1] if " " in entry["why"] else entry["why"]
+            kind = self.kind(entry["why"])
             reasons[kind] = reasons.get(kind, 0) + 1
         return {"checked": self.checked, "refused": len(self.refused), "reasons": reasons,
                 "refusals": self.refused[:REFUSALS_KEPT]}
+
+    @staticmethod
+    def kind(why: str) -> str:
+        """The reason a refusal is counted under: its words after the tensor's name."""
+        return why.split(" ", 1)[1] if " " in why else why
 
 
 def similarity(rows: torch.Tensor, before: torch.Tensor) -> float:

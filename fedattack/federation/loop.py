@@ -71,6 +71,7 @@ class RoundLoop:
         sent, acted = self.downlinks(state, rnd, clients)
         # a round the server changed runs on the reference executor: its model may not be the method's
         executor = SequentialExecutor() if acted else self.executor
+        sent.target.deliver(rnd, sent.payloads)
         jobs = []
         for k in clients:
             down = sent.payloads[k]

@@ -118,17 +118,21 @@ class Loki(Imprint):
     def module_for(self, rnd: int, block: int) -> Payload:
         """Block `block`'s imprint units (a direction of its own, biases at its quantiles over
         public data); every other block's units dead."""
-        assert self.knowledge is not None, "an acting server holds public data"
         (rows, pixels), bins = self.shapes[WEIGHT], self.settings.bins
+        weight, bias = torch.zeros(rows, pixels), torch.full((rows,), DEAD)
+        own = slice(block * bins, (block + 1) * bins)
+        weight[own], bias[own] = self.units(rnd, block)
+        return {WEIGHT: weight, BIAS: bias}
+
+    def units(self, rnd: int, block: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Block `block`'s own units: its direction (every row) and its biases at the quantiles."""
+        assert self.knowledge is not None, "an acting server holds public data"
+        pixels, bins = self.shapes[WEIGHT][1], self.settings.bins
         direction = torch.randn(pixels, generator=generator(self.knowledge.seed, "loki", rnd, block))
         direction = direction / direction.norm()
         measured = normalised(self.knowledge.aux, self.target).double() @ direction.double()
         levels = torch.arange(1, bins + 1, dtype=torch.float64) / (bins + 1)
-        weight, bias = torch.zeros(rows, pixels), torch.full((rows,), DEAD)
-        own = slice(block * bins, (block + 1) * bins)
-        weight[own] = direction
-        bias[own] = -torch.quantile(measured, levels).float()
-        return {WEIGHT: weight, BIAS: bias}
+        return direction, -torch.quantile(measured, levels).float()
 
     def read(self, seen: Exchange) -> Readout:
         """The victim's block, solved out of the sum (or read off its own uplink), bin by bin."""

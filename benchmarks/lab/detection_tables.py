@@ -1,0 +1,100 @@
+"""docs/active-server.md's detection tables, rendered from their evidence
+(docs/evidence/active-server/detection.json, honest-alarms.json), which `write_evidence` makes
+from the results folder of `benchmarks/lab/detection.py`. Shares over victims: mean with the 95%
+percentile bootstrap interval (`active_server_tables.interval`); false alarms over downlinks:
+the count with its exact (Clopper-Pearson) 95% interval of the rate.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from benchmarks.lab.active_server_tables import markdown, percent
+
+HERE = "benchmarks/lab/detection_tables.py"
+EVIDENCE = Path(__file__).resolve().parents[2] / "docs" / "evidence" / "active-server"
+
+
+def detection(data: dict[str, Any]) -> str:
+    """Each attack: what it recovers from victims that do not check, and the share of those
+    victims' acting downlinks each check (and any of them) would refuse."""
+    names = data["checks"]
+    body = []
+    for attack in data["attacks"]:
+        rows = [r for r in data["rows"] if r["attack"] == attack]
+        flags = {n: [float(r["flagged"][n]) for r in rows] for n in names}
+        anyone = [float(any(r["flagged"][n] for n in names)) for r in rows]
+        body.append([attack, str(len(rows)), percent([r["recovered_20"] for r in rows]),
+                     percent([r["chance_20"] for r in rows]), *(percent(flags[n]) for n in names), percent(anyone)])
+    return markdown(["attack (digits, 10 clients a round)", "n victims", "recovered > 20 dB", "chance",
+                     *(f"flagged by {n}" for n in names), "flagged by any"], body)
+
+
+def alarms(data: dict[str, Any]) -> str:
+    """Honest federations: downlinks each check refused (every one a false alarm)."""
+    body = []
+    for entry in data["methods"]:
+        if not entry["checked"]:
+            body.append([entry["method"], str(entry["rounds"]), *("no downlink on the wire" for _ in data["checks"])])
+            continue
+        cells = []
+        for n in data["checks"]:
+            refused, checked = entry["refused"][n], entry["checked"]
+            low, high = exact(refused, checked)
+            cells.append(f"{refused} of {checked} [{100 * low:.1f}, {100 * high:.1f}]%")
+        body.append([entry["method"], f"{entry['rounds']} ({entry['returning']} downlinks to a returning client)",
+                     *cells])
+    return markdown(["honest method (digits)", "rounds", *(f"{n} false alarms" for n in data["checks"])], body)
+
+
+def exact(k: int, n: int) -> tuple[float, float]:
+    """The Clopper-Pearson 95% interval of a rate seen k times in n."""
+    from scipy.stats import beta
+
+    low = 0.0 if k == 0 else float(beta.ppf(0.025, k, n - k + 1))
+    high = 1.0 if k == n else float(beta.ppf(0.975, k + 1, n - k))
+    return low, high
+
+
+def write_evidence(out: Path) -> None:
+    """The per-victim rows and per-federation counts, from `detection.py`'s results folder."""
+    attacks = [json.loads(p.read_text()) for p in sorted((out / "attacks").glob("*.json"))]
+    names = sorted({n for a in attacks for r in a["victims"] for n in r["flagged"]})
+    rows = [{"attack": a["attack"], "victim": r["victim"], "round": r["round"],
+             "recovered_20": round(r["recovered_20"], 4), "chance_20": round(r["chance_20"], 4),
+             "flagged": {n: r["flagged"][n] is not None for n in names},
+             "why": {n: r["flagged"][n] for n in names if r["flagged"][n]}} for a in attacks for r in a["victims"]]
+    seconds = {a["attack"]: [round(a["seconds"]), round(a["cpu_seconds"])] for a in attacks}
+    EVIDENCE.mkdir(parents=True, exist_ok=True)
+    (EVIDENCE / "detection.json").write_text(json.dumps({
+        "render": f"{HERE}:detection", "command": "python benchmarks/lab/detection.py attacks --out DIR; "
+        "python benchmarks/lab/detection.py evidence --out DIR", "checks": names,
+        "attacks": [a["attack"] for a in attacks], "wall_and_cpu_seconds": seconds, "rows": rows}, indent=1) + "\n")
+    honest = [json.loads(p.read_text()) for p in sorted((out / "honest").glob("*.json"))]
+    methods = [{"method": h["method"], "rounds": h["rounds"],
+                "checked": next(iter(h["checks"].values()))["checked"],
+                "returning": next(iter(h["checks"].values()))["returning"],
+                "refused": {n: len(c["refused"]) for n, c in h["checks"].items()},
+                "refusals": {n: c["refused"][:20] for n, c in h["checks"].items()},
+                "wall_and_cpu_seconds": [round(h["seconds"]), round(h["cpu_seconds"])]} for h in honest]
+    (EVIDENCE / "honest-alarms.json").write_text(json.dumps({
+        "render": f"{HERE}:alarms", "command": "python benchmarks/lab/detection.py honest --out DIR; "
+        "python benchmarks/lab/detection.py evidence --out DIR", "checks": names, "methods": methods}, indent=1) + "\n")
+
+
+def loki_scale(data: dict[str, Any]) -> str:
+    """One `loki` round through the secure sum: the share of each client's training images read
+    above 20 dB, over every client of the round."""
+    body = []
+    for cell in data["cells"]:
+        rows = cell["rows"]
+        checked = cell.get("real_protocol")
+        real = "-" if checked is None else (f"{percent(list(checked['shares'].values()))}; the same share for "
+                                            f"{checked['same_share']} of {checked['victims']} victims")
+        body.append([cell["dataset"], f"{cell['clients']:,}", str(len(rows)), str(rows[0]["train"]), str(cell["bins"]),
+                     percent([r["recovered_20"] for r in rows]), percent([r["chance_20"] for r in rows]),
+                     f"{cell['cpu_seconds']:,}", real])
+    return markdown(["dataset", "clients a round", "n victims", "images a client trains on", "bins a client",
+                     "recovered > 20 dB", "chance", "CPU seconds (the clients, after the calibration)", "real protocol (masks) on this round: recovered > 20 dB"], body)

@@ -1,0 +1,80 @@
+"""The client-side checks beyond `downlink-check` (every registered subclass of it, iterated):
+each one refuses the acting round it is designed for, in a client's first round where it needs
+no memory, and none raises an alarm on honest federations of any registered method (digits,
+6 rounds, 3 of 10 clients a round: clients come back and compare with their last round)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fedattack.defences import DEFENCES
+from fedattack.defences.consistency_check import ConsistencyCheck, digest
+from fedattack.defences.downlink_check import DownlinkCheck
+from fedattack.federation.rundir import Federation
+from fedattack.registry import TARGETS
+from tests.active.conftest import train
+
+CHECKS = tuple(n for n in DEFENCES.names() if issubclass(DEFENCES.get(n), DownlinkCheck))
+SECURE = "secure-aggregation"
+
+
+def accounting(run: Path) -> dict[str, dict]:  # type: ignore[type-arg]
+    return {d["name"]: d["accounting"] for d in Federation(run).manifest["defences"] if d["name"] in CHECKS}
+
+
+def test_the_checks_are_found_in_the_registry() -> None:
+    assert {"downlink-check", "layer-check", "consistency-check"} <= set(CHECKS)
+
+
+@pytest.mark.parametrize("method", TARGETS.names())
+def test_no_check_raises_an_alarm_on_honest_rounds_of_any_method(method: str, tmp_path: Path) -> None:
+    run = train(tmp_path / "run", None, CHECKS, rounds=6, fraction=0.3, method=method)
+    for name, checked in accounting(run).items():
+        assert checked["checked"] == 18 and checked["refused"] == 0, (name, checked)
+
+
+def test_layer_check_refuses_trap_weights_in_a_clients_first_round(tmp_path: Path) -> None:
+    checked = accounting(train(tmp_path / "run", "trap-weights:rounds=1", CHECKS, rounds=1))
+    assert checked["downlink-check"]["refused"] == 0  # nothing to compare with in a first round
+    assert checked["layer-check"]["refused"] == 10
+    assert set(checked["layer-check"]["reasons"]) == {"has units that fire rarely"}
+    assert checked["consistency-check"]["refused"] == 0  # every client got the same traps
+
+
+def test_layer_check_refuses_the_imprints_parallel_rows_and_lokis_dead_ones(tmp_path: Path) -> None:
+    imprint = accounting(train(tmp_path / "imprint", "imprint:rounds=1", ("layer-check",), rounds=1))
+    assert imprint["layer-check"]["reasons"] == {"has parallel rows": 10}
+    loki = accounting(train(tmp_path / "loki", "loki:rounds=1,bins=8", ("layer-check",), rounds=1))
+    assert loki["layer-check"]["reasons"] == {"has rows all zeros": 10}
+
+
+def test_consistency_check_refuses_the_victim_of_model_inconsistency(tmp_path: Path) -> None:
+    run = train(tmp_path / "run", "model-inconsistency:rounds=1", CHECKS + (SECURE,), rounds=1)
+    checked = accounting(run)
+    victim = Federation(run).manifest["active_adversary"]["acted"][0]["victim"]
+    assert checked["downlink-check"]["refused"] == 9 and checked["layer-check"]["refused"] == 9  # the zeros
+    assert [r["client"] for r in checked["consistency-check"]["refusals"]] == [victim]  # the honest model
+
+
+def test_consistency_check_refuses_every_client_of_a_loki_round(tmp_path: Path) -> None:
+    checked = accounting(train(tmp_path / "run", "loki:rounds=1,bins=8", ("consistency-check",), rounds=1))
+    assert checked["consistency-check"]["refused"] == 10
+
+
+def test_the_majority_rule() -> None:
+    gossip = {0: "a", 1: "a", 2: "b"}
+    assert ConsistencyCheck.disagrees("a", gossip) is None
+    assert ConsistencyCheck.disagrees("b", gossip) is not None
+    assert ConsistencyCheck.disagrees("a", {0: "a", 1: "b"}) is not None  # no strict majority
+    assert ConsistencyCheck.disagrees("a", {0: "a"}) is None  # nobody to compare with
+
+
+def test_the_digest_sees_one_bit() -> None:
+    import torch
+
+    down = {"w": torch.zeros(3, 2), "b": torch.ones(2)}
+    flipped = {**down, "w": down["w"].clone()}
+    flipped["w"][1, 1] = 2.0 ** -149  # the smallest float32 above zero
+    assert digest(down) == digest({k: v.clone() for k, v in down.items()}) != digest(flipped)
