@@ -82,7 +82,7 @@ class ActingRound(Readout):
         own calibration runs on public data, and `readout`'s matching."""
         runs = 1 + (CALIBRATION_RUNS if self.server == "imprint" else 0)
         pixels, bins = work.probe.input_numel, self.bins(work.samples)
-        module = module_step_seconds(bins, pixels, work.batch_size) if self.server == "imprint" else 0.0
+        module = module_seconds(bins, pixels, work.batch_size) if self.server == "imprint" else 0.0
         # one run after another (the victim's, then the calibration's, each through sequential_train),
         # every step paying the designed module's own, measured at its width: it is memory-bound at
         # thousands of bins, where scaling the model's step by FLOPs under-counted it
@@ -145,6 +145,17 @@ class ActingRound(Readout):
         scored = super().score(Reconstructions(read.images, {**read.info, **guesses.info}), truth)
         scored.extra["acting_round"] = {**guesses.info, "reply": "simulated: the run's recipe on the victim's data"}
         return with_flag(scored, guesses, design)
+
+
+MEASURED_WEIGHTS = 2**24  # the widest module timed (64 MB of weights); wider ones scale by their bins
+
+
+def module_seconds(bins: int, pixels: int, batch: int) -> float:
+    """The module's step at `bins`: timed up to MEASURED_WEIGHTS, beyond that the timed step scaled
+    by the bins (its cost is the weights it reads and writes), so pricing a module too large for
+    the memory budget allocates nothing: the plan then refuses it."""
+    timed = max(2, min(bins, MEASURED_WEIGHTS // max(pixels, 1)))
+    return module_step_seconds(timed, pixels, batch) * bins / timed
 
 
 @functools.lru_cache(maxsize=32)
