@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import re
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -76,6 +77,19 @@ def test_a_flower_federation_is_recorded_evaluated_and_reported(tmp_path: Path,
     _cli("report", str(results), str(run), "-o", str(report), "--no-figures")
     text = (report / "report.md").read_text()
     assert "fedavg" in text and "digits" in text
+
+    # issue #44: the malicious server's line on a recorded Flower run (its recipe declared by the
+    # recording), from the round the clients really held, apart from the passive lines
+    from fedattack.reports.collect import collect
+    from fedattack.reports.verdict_section import lead_lines
+    acting = tmp_path / "acting"
+    _cli("evaluate", str(run), "--model", "digits_task:Net", "--threat-model", "malicious-server",
+         "--attack", "acting-imprint", "--set", "bins=100", "--victim", "all", "--out", str(acting), "--quiet")
+    lines = lead_lines(collect([acting]).results)
+    said = [ln for ln in lines if "Had the server acted" in ln]
+    assert len(said) == 1 and f"{CLIENTS} victims" in said[0], "\n".join(lines)
+    assert re.search(r"would recover [\d.]+% \[[\d.]+, [\d.]+\] of this client's training images above 20 dB",
+                     said[0]), said[0]
 
 
 class _Reply:
