@@ -244,8 +244,10 @@ def _ul(items: list[str]) -> str:
 
 
 def _inline(text: str) -> str:
-    """Escaped text with Markdown's **bold** and *italic*, the inline marks the report's sentences use."""
-    bold = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", html.escape(text))
+    """Escaped text with Markdown's **bold**, *italic* and `code`, the inline marks the report's
+    sentences use (a verdict line names files and commands in backticks)."""
+    code = re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
+    bold = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", code)
     return re.sub(r"(?<![*\w])\*(?![*\s])([^*]+?)(?<!\s)\*(?![*\w])", r"<em>\1</em>", bold)
 
 

@@ -8,6 +8,7 @@ al. 2022), which a linear axis squeezes into its corner.
 
 from __future__ import annotations
 
+import warnings
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -220,6 +221,8 @@ def _legend(fig: plt.Figure, styles: dict[str, dict[str, Any]], marks: dict[str,
 def _save(fig: plt.Figure, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     if fig.get_layout_engine() is None:
-        fig.tight_layout()
+        with warnings.catch_warnings():  # a crowded panel keeps its layout; the warning was terminal noise
+            warnings.filterwarnings("ignore", message="Tight layout not applied")
+            fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
