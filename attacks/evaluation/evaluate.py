@@ -78,7 +78,7 @@ def evaluate_run(run_dir: str | Path | Federation, spec: EvaluationSpec, out: st
         raise UserError(f"{fed.path} {why}, train it again with a smaller --lr")
     with terminate_as_interrupt(), ResultsFolder(out, existing, resume_hint) as folder:
         if why:
-            not_applicable_into(fed, spec, folder, why)
+            not_applicable_into(fed, spec, threat_models(spec), folder, why)
             return folder.finish(None)
         plan = _evaluate_into(fed, spec, folder, data_root, progress, budget, echo or _silent, backend, imports)
         return folder.finish(plan)

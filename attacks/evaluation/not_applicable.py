@@ -9,14 +9,14 @@ from pathlib import Path
 from typing import Any
 
 from fedattack.attacks.base import Attack, ResultContext
-from fedattack.attacks.evaluation.request import build_attacks, names, parse_victims, threat_model_names
+from fedattack.attacks.evaluation.request import build_attacks, names, parse_victims
 from fedattack.attacks.evaluation.results_folder import ResultsFolder
 from fedattack.attacks.planning import default_audit
 from fedattack.attacks.planning import planner as planning
 from fedattack.attacks.threat_models.base import RunFacts, ThreatModel
 from fedattack.evaluation import EvaluationSpec
 from fedattack.federation.rundir import Federation
-from fedattack.registry import ATTACKS, THREAT_MODELS
+from fedattack.registry import ATTACKS
 from fedattack.results import AttackResult, metric_table
 
 
@@ -27,10 +27,10 @@ def diverged_note(fed: Federation) -> str:
             "would measure nothing" if names else "")
 
 
-def not_applicable_into(fed: Federation, spec: EvaluationSpec, folder: ResultsFolder, why: str) -> list[Path]:
-    """One not-applicable result per victim, threat model and attack, saying why: the cell is
-    recorded (reports show it), nothing is attacked and no data is loaded."""
-    threats = [THREAT_MODELS.get(n)() for n in threat_model_names(spec.threat_models, planning.is_default(spec))]
+def not_applicable_into(fed: Federation, spec: EvaluationSpec, threats: list[ThreatModel], folder: ResultsFolder,
+                        why: str) -> list[Path]:
+    """One not-applicable result per victim, threat model (`evaluate.threat_models`) and attack,
+    saying why: the cell is recorded (reports show it), nothing is attacked and no data is loaded."""
     requested = default_audit.nominal() if planning.is_default(spec) else names(spec.attacks, ATTACKS.names())
     attacks = build_attacks(requested, {} if planning.is_default(spec) else spec.settings)
     base = ResultContext(run=run_info(fed), pools={}, max_queries=spec.max_queries, executor=spec.executor,
