@@ -141,7 +141,8 @@ class DefaultAudit:
             pick.calls = {}
         if not pick.calls:
             entry = {"threat_model": tm.name, "attack": cls.name, "why": reasons[0] if reasons else "no victim"}
-            if entry not in self.left_out:  # tried again as a paper or complementing attack: said once
+            said = {(e["threat_model"], e["attack"]) for e in self.left_out}
+            if (tm.name, cls.name) not in said:  # tried again as a paper or complementing attack: said once
                 self.left_out.append(entry)
             return None
         if self.left is not None:
