@@ -34,7 +34,7 @@ from fedattack.attacks.membership.family import Calibrated
 from fedattack.attacks.membership.metrics import best_threshold
 from fedattack.attacks.membership.reference_models import TrainsModels, offline_size, references_cost
 from fedattack.attacks.membership.shadow import ShadowData, shadow_splits, train_shadows
-from fedattack.attacks.membership.torch_mlp import fit_stacked
+from fedattack.attacks.membership.torch_mlp import AdamFit, fit_stacked
 from fedattack.attacks.planning.cost import Cost, Workload, cheaper_setting
 from fedattack.interrupts import honour_interrupts
 from fedattack.options import one_of
@@ -42,6 +42,7 @@ from fedattack.registry import UserError
 from fedattack.target import Target
 
 CLASSIFIERS = ("mlp", "torch-mlp", "logreg", "gbdt")
+MLPS = ("mlp", "torch-mlp")  # classifiers whose cost grows with `epochs`
 # seconds per training record (each record is fitted twice, by its class's model and the
 # all-class one), measured on the MNIST setting of benchmarks/bench_audit.py (one thread):
 # torch-mlp fits scikit-learn's MLP (mlp) for all models at once (torch_mlp.py): measured 8.7e-4
@@ -54,12 +55,14 @@ MIN_PER_SIDE = 4  # fewer in or out records of a class than this: use the all-cl
 class MembershipSettings:
     """shadows: k. classifier: mlp (scikit-learn's), torch-mlp (the same MLP, every model fitted
     at once in torch), logreg or gbdt. features: log-probs or probs.
-    shadow_in_fraction: the largest share of an auxiliary class one shadow trains on."""
+    shadow_in_fraction: the largest share of an auxiliary class one shadow trains on.
+    epochs: the MLP attack classifiers' most passes over their records (scikit-learn's max_iter)."""
 
     shadows: int = 3
     classifier: str = "mlp"
     features: str = "log-probs"
     shadow_in_fraction: float = 0.75
+    epochs: int = 500
 
     def __post_init__(self) -> None:
         if self.shadows < 1:
@@ -68,6 +71,8 @@ class MembershipSettings:
         one_of(self.features, ("log-probs", "probs"), "membership features")
         if not 0.0 < self.shadow_in_fraction < 1.0:
             raise UserError("membership shadow_in_fraction must be between 0 and 1")
+        if self.epochs < 1:
+            raise UserError(f"membership epochs={self.epochs} must be at least 1")
 
 
 class Membership(TrainsModels):
@@ -88,7 +93,8 @@ class Membership(TrainsModels):
                                   chunk=chunk)
         # `records` balances in and out per class: as many of each as the smaller side holds
         records = 2 * s.shadows * min(trained_on, max(1, work.aux - trained_on))
-        fit = Cost(2 * records * FIT_SECONDS[s.classifier], 3 * records * work.classes * 8,
+        per_record = FIT_SECONDS[s.classifier] * (s.epochs / 500 if s.classifier in MLPS else 1.0)
+        fit = Cost(2 * records * per_record, 3 * records * work.classes * 8,
                    f"attack classifiers on {records:,} records")
         return shadows + fit
 
@@ -112,7 +118,7 @@ class Membership(TrainsModels):
         feats, labels, member, losses = (np.concatenate(parts) for parts in zip(*rows))
         q_logp = self.query_log_probs(adv)
         q_labels = self.query_labels(adv, q_logp)
-        models = fit_attack_models(feats, labels, member, s.classifier, seed, q_labels)
+        models = fit_attack_models(feats, labels, member, s.classifier, seed, q_labels, s.epochs)
         scores = predict_membership(models, self.features(q_logp), q_labels)
         threshold = best_threshold(-losses, member)
         info = {"shadow_sizes": [{"in": len(d.trained), "out": len(d.held_out)} for d in splits],
@@ -148,17 +154,17 @@ class Membership(TrainsModels):
         return tuple(np.concatenate(p) for p in zip(*parts))
 
 
-def make_classifier(kind: str, seed: int) -> Any:
+def make_classifier(kind: str, seed: int, epochs: int = 500) -> Any:
     rs = seed % (2**32)
     if kind == "mlp":
-        return make_pipeline(StandardScaler(), MLPClassifier((64,), max_iter=500, random_state=rs))
+        return make_pipeline(StandardScaler(), MLPClassifier((64,), max_iter=epochs, random_state=rs))
     if kind == "logreg":
         return make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000))
     return HistGradientBoostingClassifier(random_state=rs)
 
 
 def fit_attack_models(feats: np.ndarray, labels: np.ndarray, member: np.ndarray, kind: str,
-                      seed: int, queried: np.ndarray | None = None) -> dict[str, Any]:
+                      seed: int, queried: np.ndarray | None = None, epochs: int = 500) -> dict[str, Any]:
     """One classifier per class with enough in and out records, and one over all classes.
 
     The all-class model judges only the classes without their own; when every class in
@@ -172,7 +178,7 @@ def fit_attack_models(feats: np.ndarray, labels: np.ndarray, member: np.ndarray,
     if kind == "torch-mlp":  # every model in one stacked fit; the all-class model is the last
         groups = [(feats[labels == c], member[labels == c]) for c in classes]
         with honour_interrupts():
-            stack = fit_stacked(groups + [(feats, member)] * overall_needed, seed)
+            stack = fit_stacked(groups + [(feats, member)] * overall_needed, seed, AdamFit(max_iter=epochs))
         return {"per_class": {c: stack.model(m) for m, c in enumerate(classes)},
                 "overall": stack.model(len(classes)) if overall_needed else None}
     per_class = {}
@@ -183,8 +189,8 @@ def fit_attack_models(feats: np.ndarray, labels: np.ndarray, member: np.ndarray,
         warnings.filterwarnings("ignore", message="Training interrupted by user")
         for c in progress.steps(classes, "attack classifiers"):
             rows = labels == c
-            per_class[c] = make_classifier(kind, seed + c).fit(feats[rows], member[rows])
-        overall = make_classifier(kind, seed).fit(feats, member) if overall_needed else None
+            per_class[c] = make_classifier(kind, seed + c, epochs).fit(feats[rows], member[rows])
+        overall = make_classifier(kind, seed, epochs).fit(feats, member) if overall_needed else None
     return {"per_class": per_class, "overall": overall}
 
 

@@ -65,3 +65,19 @@ def test_the_all_class_model_is_fitted_only_when_a_query_needs_it(kind: str) -> 
     assert lazy["overall"] is None and full["overall"] is not None
     if kind == "logreg":  # the per-class models do not depend on whether the all-class one is fitted
         assert np.array_equal(predict_membership(lazy, feats, labels), predict_membership(full, feats, labels))
+
+
+@pytest.mark.parametrize("kind", ["mlp", "torch-mlp"])
+def test_epochs_caps_the_mlp_fit(kind: str) -> None:
+    """`epochs` is the MLP's most passes: one pass stops short of what 500 fit."""
+    feats, labels, member = records(300, 0.6, 0)
+    one = fit_attack_models(feats, labels, member, kind, 0, labels, epochs=1)
+    full = fit_attack_models(feats, labels, member, kind, 0, labels, epochs=500)
+    assert not np.array_equal(predict_membership(one, feats, labels), predict_membership(full, feats, labels))
+
+
+def test_epochs_below_one_is_refused() -> None:
+    from fedattack.attacks.membership.shokri import MembershipSettings
+    from fedattack.registry import UserError
+    with pytest.raises(UserError, match="epochs=0"):
+        MembershipSettings(epochs=0)
