@@ -38,6 +38,7 @@ from fedattack.audit.run import AUDIT_SCHEMA, CANARY_OVER_CLIP, claimed, clip_bo
 from fedattack.audit.zoo import bug_names, planted
 from fedattack.data import load_dataset
 from fedattack.data.partition import make_partition
+from fedattack.data.types import Dataset
 from fedattack.federation.loop import client_data
 from fedattack.federation.spec import FederationSpec
 from fedattack.federation.train import build_target, nonfinite
@@ -168,15 +169,18 @@ def bounds(scores: list[float], included: list[bool], claim: dict[str, Any],
 
 
 def whitebox_scores(spec: FederationSpec, m: int, included: list[bool], data_root: str | None = None,
-                    download: bool = False, device: str = "cpu", per_coordinate: int = 1) -> dict[str, Any]:
-    """One canary run: the claim, and each canary's score (higher: more likely "in")."""
+                    download: bool = False, device: str = "cpu", per_coordinate: int = 1,
+                    dataset: Dataset | None = None) -> dict[str, Any]:
+    """One canary run: the claim, and each canary's score (higher: more likely "in"). `dataset`:
+    spec.dataset already loaded (the multi-run audit trains thousands of federations on one)."""
     with planted(*bug_names(spec.defences)):
-        return _scores(spec, m, included, data_root, download, device, per_coordinate)
+        return _scores(spec, m, included, data_root, download, device, per_coordinate, dataset)
 
 
 def _scores(spec: FederationSpec, m: int, included: list[bool], data_root: str | None, download: bool,
-            device: str, per_coordinate: int) -> dict[str, Any]:
-    dataset = load_dataset(spec.dataset, data_root, download)
+            device: str, per_coordinate: int, dataset: Dataset | None) -> dict[str, Any]:
+    if dataset is None:
+        dataset = load_dataset(spec.dataset, data_root, download)
     partition = make_partition(spec.partition, dataset, spec.num_clients, spec.seed, **spec.partition_options)
     n = partition.num_clients
     datas = [client_data(dataset, partition, k) for k in range(n)]

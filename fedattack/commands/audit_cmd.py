@@ -42,7 +42,8 @@ from fedattack.commands.options import Choice, data_root_option, plugin_option
               help="--white-box: at most this many canaries share a coordinate (more canaries than the model "
                    "has coordinates; they cost separation, never validity).")
 @click.option("--runs", type=click.IntRange(min=10), default=None,
-              help="Multi-run audit: this many small federations with one white-box canary each.")
+              help="Multi-run audit: this many small federations with one white-box canary each; a quarter "
+                   "choose the threshold, the rest test it (thousands for a bound near the claim).")
 @click.option("--backend", default=None, help="Where --runs run: a sweep backend [default: local].")
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Workers of --backend.")
 @click.option("--plant", "plants", multiple=True, metavar="BUG",
@@ -170,9 +171,10 @@ def say(result: dict[str, Any]) -> str:
     b, e = result["bound"], result["estimate"]
     est = "none (the scores do not vary)" if e["mu"] is None else \
         f"{e['epsilon']:.3g} [{e['epsilon_low']:.3g}, {e['epsilon_high']:.3g}] (mu {e['mu']:.3g})"
-    return (f"white-box, {result['runs']} runs: audited epsilon >= {b['epsilon']:.3g} (Clopper-Pearson, "
-            f"mu >= {b['mu']:.3g}) at {result['confidence']:.0%} confidence; Gaussian estimate {est}; "
-            f"claimed epsilon {stated}")
+    return (f"white-box, {result['runs']} runs: audited epsilon >= {b['epsilon_of_mu']:.3g} (Gaussian DP, mu >= "
+            f"{b['mu']:.3g}: a bound for a mechanism of Gaussian shape) and >= {b['epsilon']:.3g} (epsilon-delta, "
+            f"assuming nothing) at {result['confidence']:.0%} confidence (Clopper-Pearson, one threshold chosen on "
+            f"{b.get('choosing_runs', 0)} held-out runs); Gaussian estimate {est}; claimed epsilon {stated}")
 
 
 def require_defences(spec: Any) -> None:

@@ -10,8 +10,10 @@ with the command that audits it; a run that neither claims DP nor was audited ge
 a report about an undefended federation says nothing about DP.
 
 Which number is the audited epsilon: the Gaussian-DP bound for a white-box run (Mahloujifar et
-al.; Steinke et al.'s epsilon-delta bound beside it), the Clopper-Pearson bound for a multi-run
-audit (its Gaussian estimate beside it, an estimate and never the verdict's reason), and the
+al.; Steinke et al.'s epsilon-delta bound beside it), the Gaussian-DP bound of a multi-run audit
+(Clopper-Pearson at one held-out threshold, `fedattack/audit/heldout.py`; its assumption-free
+epsilon-delta bound and its Gaussian estimate beside it, the estimate never the verdict's
+reason), and the
 larger of the two views for the random-direction audit (as `fedattack audit` prints it).
 """
 
@@ -53,9 +55,10 @@ def audited(data: dict[str, Any]) -> Audited:
     if "runs" in data:  # many runs, one canary each
         b, e = data["bound"], data["estimate"]
         guess = "" if e.get("epsilon") is None else \
-            f"Gaussian estimate {num(e['epsilon'])} [{num(e['epsilon_low'])}, {num(e['epsilon_high'])}]"
-        return Audited(float(b["epsilon"]), float(data["confidence"]),
-                       f"{data['runs']:,} runs of one canary each (white-box)", "Clopper-Pearson", guess,
+            f"; Gaussian estimate {num(e['epsilon'])} [{num(e['epsilon_low'])}, {num(e['epsilon_high'])}]"
+        return Audited(float(b.get("epsilon_of_mu", b["epsilon"])), float(data["confidence"]),
+                       f"{data['runs']:,} runs of one canary each (white-box)", "Gaussian DP, Clopper-Pearson",
+                       f"epsilon-delta bound {num(float(b['epsilon']))}{guess}",
                        None if e.get("epsilon_low") is None else float(e["epsilon_low"]))
     view, best = max(data["views"].items(), key=lambda kv: float(kv[1]["epsilon"]))
     level = data.get("audit", {}).get("level", "client")

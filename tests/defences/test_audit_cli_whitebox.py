@@ -42,6 +42,16 @@ def test_white_box_prints_both_bounds_and_a_planted_bug_is_refuted(dp_run: Path,
     assert found["bounds"]["gdp"]["epsilon"] > found["claimed"]["epsilon"] >= correct["bounds"]["gdp"]["epsilon"]
 
 
+def test_many_runs_print_the_held_out_gaussian_dp_bound_and_the_epsilon_delta_one(dp_run: Path,
+                                                                                tmp_path: Path) -> None:
+    out = tmp_path / "runs.json"
+    done = audit(str(dp_run), "--runs", "12", "--backend", "sequential", "--out", str(out))
+    assert done.exception is None, done.output
+    assert "12 runs" in done.output and "Gaussian DP" in done.output and "assuming nothing" in done.output
+    bound = json.loads(out.read_text())["bound"]
+    assert bound["choosing_runs"] == 3 and bound["tested_in"] + bound["tested_out"] == 9
+
+
 @pytest.mark.parametrize(("args", "says"), [
     (["--plant", "bug-nothing"], "unknown dp-bug"),
     (["--runs", "12", "--level", "example"], "drop --level example"),

@@ -120,3 +120,16 @@ def test_a_named_audit_of_no_reported_run_is_refused(root: Path) -> None:
     with pytest.raises(UserError, match=r"audits run .*buggy, which none of the report's") as caught:
         collect([root / "results" / "dp", root / "results" / "buggy" / "audit.json"])
     assert "\n" not in str(caught.value)
+
+
+def test_a_multirun_audits_verdict_reads_its_gaussian_dp_bound() -> None:
+    """The multi-run audit's primary number is its Gaussian-DP bound (the one that can reach the
+    claim); the assumption-free epsilon-delta bound stands beside it, never in its place."""
+    from fedattack.reports.verdict_lines.dp_audit import audited
+
+    data = {"runs": 6000, "confidence": 0.95, "claimed": {"epsilon": 8.0},
+            "bound": {"epsilon": 1.1, "mu": 1.4, "epsilon_of_mu": 6.4},
+            "estimate": {"epsilon": 7.4, "epsilon_low": 7.0, "epsilon_high": 7.8}}
+    found = audited(data)
+    assert found.epsilon == 6.4 and found.bound.startswith("Gaussian DP")
+    assert "epsilon-delta bound 1.1" in found.beside and "6,000 runs" in found.how
