@@ -75,7 +75,7 @@ SETTINGS = {
                                     partition_options={"test_fraction": 0.5}, num_clients=600, fraction=10 / 600,
                                     rounds=ROUNDS, recipe=Recipe(epochs=5, batch_size=5, lr=0.04), seed=0,
                                     eval_every=ROUNDS, executor="batched"),
-                     {"imprint": "bins=500", "loki": "bins=200"}, 40),
+                     {"imprint": "bins=500", "loki": "bins=200"}, 20),
 }
 
 
