@@ -109,8 +109,11 @@ def loki_scale(data: dict[str, Any]) -> str:
         checked = cell.get("real_protocol")
         real = "-" if checked is None else (f"{percent(list(checked['shares'].values()))}; the same share for "
                                             f"{checked['same_share']} of {checked['victims']} victims")
+        judged = cell.get("checks")
+        flags = "-" if judged is None else ", ".join(f"{n} {rate(c['refused'], c['of'])}" for n, c in judged.items())
         body.append([cell["dataset"], f"{cell['clients']:,}", str(len(rows)), str(rows[0]["train"]), str(cell["bins"]),
                      percent([r["recovered_20"] for r in rows]), percent([r["chance_20"] for r in rows]),
-                     f"{cell['cpu_seconds']:,}", real])
+                     f"{cell['cpu_seconds']:,}", real, flags])
     return markdown(["dataset", "clients a round", "n victims", "images a client trains on", "bins a client",
-                     "recovered > 20 dB", "chance", "CPU seconds (the clients, after the calibration)", "real protocol (masks) on this round: recovered > 20 dB"], body)
+                     "recovered > 20 dB", "chance", "CPU seconds (the clients, after the calibration)", "real protocol (masks) on this round: recovered > 20 dB",
+                     "clients of the round each registered check refuses"], body)
