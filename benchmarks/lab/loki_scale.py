@@ -165,7 +165,7 @@ def checks(dataset: str, clients: int, cell: dict[str, Any]) -> dict[str, Any]:
     server builds them (`Loki.send`'s: the method's first downlink with the whole module, the
     client's own block alive); a check that compares clients gets the round's others. The round
     is the model's first, so no client has an earlier downlink to compare with."""
-    from attacks.active.client_checks import registered_checks
+    from fedattack.attacks.active.client_checks import registered_checks
     from fedattack.defences.base import build_defence
     from fedattack.defences.downlink_check import DownlinkCheck
 
