@@ -45,7 +45,7 @@ from fedattack.federation.executors import make_executor
 from fedattack.federation.loop import RoundLoop, client_data
 from fedattack.federation.spec import FederationSpec
 from fedattack.federation.train import active_adversary, build_target
-from fedattack.registry import TARGETS
+from fedattack.registry import TARGETS, UserError
 from fedattack.target import Recipe, Target
 from fedattack.wire import Message
 
@@ -178,7 +178,13 @@ def honest(out: Path, setting: Setting) -> None:
             continue
         start, cpu = time.time(), time.process_time()
         spec = replace(setting.spec, method=method, rounds=setting.honest_rounds, eval_every=setting.honest_rounds)
-        target, messages, _, _, _ = federate(spec)
+        try:
+            target, messages, _, _, _ = federate(spec)
+        except UserError as why:  # a method that does not run in this setting as it stands: said, not hidden
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps({"method": method, "rounds": setting.honest_rounds, "not_run": str(why)}))
+            print(method, "not run:", why, flush=True)
+            continue
         decided = replay(target, messages)
         returning = {(r, k) for (r, k) in next(iter(decided.values()))
                      if any(r2 < r for (r2, k2) in next(iter(decided.values())) if k2 == k)}

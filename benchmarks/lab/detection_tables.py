@@ -44,6 +44,10 @@ def alarms(data: dict[str, Any]) -> str:
     """Honest federations: downlinks each check refused (every one a false alarm)."""
     body = []
     for entry in data["methods"]:
+        if "not_run" in entry:
+            body.append([entry["method"], "-", *(f"not run: {entry['not_run']}" if i == 0 else "-"
+                                                 for i, _ in enumerate(data["checks"]))])
+            continue
         if not entry["checked"]:
             body.append([entry["method"], str(entry["rounds"]), *("no downlink on the wire" for _ in data["checks"])])
             continue
@@ -86,6 +90,8 @@ def write_evidence(out: Path, setting: str = "digits") -> None:
         f"python benchmarks/lab/detection.py evidence{flag} --out DIR", **named, "checks": names,
         "attacks": [a["attack"] for a in attacks], "wall_and_cpu_seconds": seconds, "rows": rows}, indent=1) + "\n")
     honest = [json.loads(p.read_text()) for p in sorted((out / "honest").glob("*.json"))]
+    skipped = [{"method": h["method"], "rounds": h["rounds"], "not_run": h["not_run"]} for h in honest if "not_run" in h]
+    honest = [h for h in honest if "not_run" not in h]
     methods = [{"method": h["method"], "rounds": h["rounds"],
                 "checked": next(iter(h["checks"].values()))["checked"],
                 "returning": next(iter(h["checks"].values()))["returning"],
@@ -97,7 +103,7 @@ def write_evidence(out: Path, setting: str = "digits") -> None:
     (EVIDENCE / f"honest-alarms{suffix}.json").write_text(json.dumps({
         "render": f"{HERE}:alarms", "command": f"python benchmarks/lab/detection.py honest{flag} --out DIR; "
         f"python benchmarks/lab/detection.py evidence{flag} --out DIR", **({"setting": setting} if suffix else {}),
-        "checks": names, "methods": methods}, indent=1) + "\n")
+        "checks": names, "methods": sorted(methods + skipped, key=lambda m: m["method"])}, indent=1) + "\n")
 
 
 def loki_scale(data: dict[str, Any]) -> str:
