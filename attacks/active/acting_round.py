@@ -11,8 +11,9 @@ is then simulated on the scorer's side (`acting_client.replies`: the run's recip
 victim's own data, through the run's defences), and the server's own reading (`read`) gets the
 round as the server holds it (`readout.held`: what it sent, what came back after its defences'
 server side, n_k). Scored as `readout` scores (the share of the victim's training images
-matched above 20 dB and 40 dB, beside chance), plus whether the victim, running
-`downlink-check` against the downlink it last accepted (its recorded one), would refuse the round.
+matched above 20 dB and 40 dB, beside chance), plus what every registered client-side check
+would decide on the downlink the round sent the victim (`client_checks`: `downlink-check` against
+the downlink it last accepted, its recorded one; `consistency-check` with the round's others).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any, ClassVar
 import torch
 
 from fedattack.attacks.active.acting_client import Round, replies
+from fedattack.attacks.active.client_checks import judged
 from fedattack.attacks.active.readout import READOUT_METRICS, Readout, held
 from fedattack.attacks.base import Adversary, AuditRole, NoSettings, NotApplicable, Scored
 from fedattack.attacks.data_reconstruction.family import Reconstructions
@@ -31,7 +33,7 @@ from fedattack.attacks.evaluation.truth import GroundTruth
 from fedattack.attacks.planning.cost import Cost, Workload
 from fedattack.attacks.planning.probe import fastest
 from fedattack.attacks.threat_models.malicious_server import ActingView
-from fedattack.defences.downlink_check import CheckSettings, DownlinkCheck
+from fedattack.defences.downlink_check import DownlinkCheck
 from fedattack.federation.active import ActiveThreatModel, Downlinks, ServerKnowledge, build_active
 from fedattack.registry import UserError
 from fedattack.results import Metric
@@ -40,6 +42,8 @@ from fedattack.wire import Payload
 
 FLAGGED = Metric(key="flagged_downlink_check", label="acting round refused by downlink-check", unit="%",
                  scale=100.0, bounds=(0.0, 1.0), leak="none", headline=False)
+FLAGGED_ALONE = Metric(key="flagged_single_client_check", label="acting round refused by a check one client runs alone",
+                       unit="%", scale=100.0, bounds=(0.0, 1.0), leak="none", headline=False)
 CALIBRATION_RUNS = 10  # the imprint's alpha search trains a public client per candidate (`imprint.ALPHAS`)
 
 
@@ -74,7 +78,7 @@ class ActingRound(Readout):
     acting: ClassVar[bool] = True
     requires: ClassVar[frozenset[str]] = frozenset({"aux"})
     Settings: ClassVar[type] = ActingSettings
-    metrics = (*READOUT_METRICS, FLAGGED)  # type: ignore[assignment]  # readout's, and the check
+    metrics = (*READOUT_METRICS, FLAGGED, FLAGGED_ALONE)  # type: ignore[assignment]  # readout's, and the checks
     fast_settings: ClassVar[dict[str, Any]] = {}
 
     def cost(self, work: Workload, chunk: int | None = None) -> Cost:
@@ -178,17 +182,16 @@ def module_step_seconds(bins: int, pixels: int, batch: int) -> float:
 
 
 def with_flag(scored: Scored, guesses: Design, design: Round) -> Scored:
-    """The score with whether the victim's downlink-check would refuse the designed downlink."""
-    check = DownlinkCheck(CheckSettings(), guesses.target.ctx)
-    try:
-        check.bind(guesses.target)
-    except UserError as refused:  # the method's own first downlink would fail it: no client runs it
-        scored.metrics["flagged_downlink_check"] = float("nan")
-        scored.extra["downlink_check"] = f"not applicable: {refused}"
-        return scored
-    why = check.suspicious(design.sent.payloads[design.victim], guesses.honest)
-    scored.metrics["flagged_downlink_check"] = float(why is not None)
-    scored.extra["downlink_check"] = why or "accepted"
+    """The score with what every registered client check decides on the designed downlink
+    (`client_checks.judged`, in `extra["client_checks"]`), and downlink-check's and the single-
+    client checks' refusals as metrics (NaN where none applies)."""
+    checks = judged(design, guesses.target, guesses.honest)
+    scored.extra["client_checks"] = checks
+    own = checks.get(DownlinkCheck.name, {"refused": None, "why": "not registered"})
+    scored.extra["downlink_check"] = own["why"]
+    scored.metrics[FLAGGED.key] = float("nan") if own["refused"] is None else float(own["refused"])
+    alone = [c["refused"] for c in checks.values() if c["alone"] and c["refused"] is not None]
+    scored.metrics[FLAGGED_ALONE.key] = float(any(alone)) if alone else float("nan")
     return scored
 
 

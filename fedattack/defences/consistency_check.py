@@ -54,6 +54,7 @@ class ConsistencyCheck(DownlinkCheck):
 
     name = "consistency-check"
     Settings = ConsistencySettings  # type: ignore[assignment]  # its own settings, not downlink-check's
+    compares_clients = True  # the round's digests, over a channel among its clients
 
     def __init__(self, settings: object, ctx: object) -> None:
         super().__init__(settings, ctx)

@@ -29,7 +29,7 @@ refuse every round and the federation would train nothing, which no run should r
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -60,6 +60,9 @@ class DownlinkCheck(Defence):
 
     name = "downlink-check"
     Settings = CheckSettings
+    # True for a check that needs the round's other clients' downlinks (gossiped among them), which
+    # one client alone cannot run; reports say so beside its rate
+    compares_clients: ClassVar[bool] = False
 
     def __init__(self, settings: Any, ctx: Any) -> None:
         super().__init__(settings, ctx)

@@ -5,15 +5,15 @@ it acted once, from the downlinks the run recorded (its results declare `acts` i
 model). Those are a different adversary from the passive ones and from a server that did act in
 training (`active_server.py`), so they get lines and a level of their own, in words: the share of
 a client's training images it would recover above 20 dB with its interval over victims and n,
-the verbatim share (above 40 dB), chance, whether the run's defences stopped it, and how often the
-victim's downlink check would have refused the round.
+the verbatim share (above 40 dB), chance, whether the run's defences stopped it, and which
+registered client checks would have refused the round, in how many of the victims' rounds.
 """
 
 from __future__ import annotations
 
 import math
 
-from fedattack.intervals import Interval, mean_interval
+from fedattack.intervals import Interval, binomial_interval, mean_interval
 from fedattack.reports import numbers
 from fedattack.reports.absolute_section import finding
 from fedattack.reports.claims import Claim, measured_chance
@@ -51,11 +51,35 @@ def sentence(results: list[LoadedResult], missing: int) -> str:
         said += f"; chance {numbers.level(level, metric_reading(results, 'recovered_20'), found, chance)}"
     said += f"; {numbers.count(n)})"
     said += f"; this federation's defences ({', '.join(defences)}) {stops}" if defences else ""
-    if metric(results, "flagged_downlink_check").n:
-        said += (f"; a client running downlink-check would refuse the round in "
-                 f"{share(results, 'flagged_downlink_check')} of rounds")
+    said += checks_clause(results)
     said += f"; {missing} more victims not applicable" if missing else ""
     return said + "."
+
+
+def checks_clause(results: list[LoadedResult]) -> str:
+    """Which registered client checks would refuse the acting round, each in k of n victims'
+    rounds with its exact 95% interval (`extra["client_checks"]`); results written before it
+    was recorded say downlink-check's alone."""
+    judged = [r.result.extra["client_checks"] for r in results if isinstance(r.result.extra.get("client_checks"), dict)]
+    if not judged:
+        if not metric(results, "flagged_downlink_check").n:
+            return ""
+        return (f"; a client running downlink-check would refuse the round in "
+                f"{share(results, 'flagged_downlink_check')} of rounds")
+    parts = []
+    for name in sorted({n for checks in judged for n in checks}):
+        decided = [c[name] for c in judged if name in c and c[name].get("refused") is not None]
+        if not decided:
+            parts.append(f"{name} does not apply to this method")
+            continue
+        k, n = sum(bool(c["refused"]) for c in decided), len(decided)
+        ci = binomial_interval(k, n, n, "exact")
+        rate = f"{100 * k / n:.0f}% [{100 * ci.low:.0f}, {100 * ci.high:.0f}]"
+        needs = "" if all(c.get("alone", True) for c in decided) else \
+            " (it compares the round's downlinks: it needs the other clients' digests over a channel the server " \
+            "cannot forge, which one client alone does not have)"
+        parts.append(f"{name} in {k} of {n} ({rate}, exact 95%){needs}")
+    return "; the registered client checks would refuse the round: " + ", ".join(parts)
 
 
 @VERDICT_LINES.register("malicious-server")

@@ -1,6 +1,7 @@
 """Issue #44 item 2: on an ordinary digits FedAvg run (its server honest), the default audit's
 malicious-server results become a line of their own on the verdict's first screen, apart from the
-passive lines, saying in words what one acting round would recover, with its interval and n."""
+passive lines, saying in words what one acting round would recover, with its interval and n, and
+which registered client checks would refuse the round (issue #44 item 4)."""
 
 from __future__ import annotations
 
@@ -31,7 +32,10 @@ def test_the_verdict_says_what_one_acting_round_would_recover(tmp_path: Path) ->
     assert said, acted[0]
     mean, low, high = map(float, said.groups())
     assert low <= mean <= high and low > 20  # above chance (a few %) on every resample
-    assert "downlink-check would refuse the round in 100%" in acted[0]
+    # every registered client check, on the imprint the round sent (broadcast to every sampled client)
+    assert "downlink-check in 3 of 3 (100% [29, 100], exact 95%)" in acted[0], acted[0]  # not in the schema
+    assert "layer-check in 3 of 3 (100% [29, 100], exact 95%)" in acted[0], acted[0]  # parallel rows
+    assert "consistency-check in 0 of 3 (0% [0, 71], exact 95%) (it compares" in acted[0], acted[0]  # all the same
     assert "against a server that acts for one round" in text  # its own level in the head
     passive = [ln for ln in lines if ln.strip().startswith("**eavesdropper**") or "eavesdropper" in ln[:40]]
     assert passive and not any("Had the server acted" in ln for ln in passive)
