@@ -8,6 +8,7 @@ attack's default; the prior from 500 test images) and scored as the attack famil
 (one-to-one PSNR matching, `image_metrics.score_images`).
 
     FEDATTACK_DATA=... python benchmarks/lab/cocktail_party.py --cell cifar10:64:1024:5 ...
+    FEDATTACK_DATA=... python benchmarks/lab/cocktail_party.py --plan cifar10:1024:4096:5
 
 writes docs/evidence/privacy/cocktail-party.json (`benchmarks/lab/large_clients.py` writes the
 large-client table with the same victims), replacing the cells it remeasures: each cell's
@@ -200,18 +201,26 @@ def table(data: dict[str, Any]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cell", action="append", required=True, help="dataset:images:units:victims[:batch]")
+    parser.add_argument("--cell", action="append", default=[], help="dataset:images:units:victims[:batch]")
+    parser.add_argument("--plan", action="append", default=[],
+                        help="a cell only planned: refused, or not run (its cost scaled from the large-client table)")
     args = parser.parse_args()
+    if not args.cell and not args.plan:
+        raise SystemExit("error: name a --cell to measure or a --plan")
     sys.path.insert(0, str(ROOT))
     import torch
 
     from benchmarks.lab.evidence import EVIDENCE, save
+    from benchmarks.lab.large_clients import KEY as LARGE
+    from benchmarks.lab.large_clients import estimate
 
-    path = EVIDENCE / f"{KEY}.json"
+    path, large = EVIDENCE / f"{KEY}.json", EVIDENCE / f"{LARGE}.json"
     old = json.loads(path.read_text())["rows"] if path.exists() else []
+    measured = json.loads(large.read_text())["rows"] if large.exists() else []
     torch.set_num_threads(1)  # and so FastICA's BLAS (cocktail.separate): the machine is shared
-    measure(args.cell, done=lambda rows: save(KEY, "benchmarks/lab/cocktail_party.py:table", merged(old, rows),
-                                              about=ABOUT))
+    measure(args.cell + args.plan, planned=frozenset(args.plan),
+            extra=lambda _, c, __: {"not_run": estimate(c, measured)} if c.get("not_run") else {},
+            done=lambda rows: save(KEY, "benchmarks/lab/cocktail_party.py:table", merged(old, rows), about=ABOUT))
 
 
 if __name__ == "__main__":

@@ -6,10 +6,12 @@ victims, update and scoring), beside the ceiling of any per-pixel program on the
 
     FEDATTACK_DATA=... python benchmarks/lab/large_clients.py run --grid mnist --victims 5
     FEDATTACK_DATA=... python benchmarks/lab/large_clients.py run --grid cifar10 --only 256:4096
+    FEDATTACK_DATA=... python benchmarks/lab/large_clients.py run --grid cifar10 --no-run  # the rest: plans
 
 Every cell of a grid is written: measured; refused by the attack (`cocktail.unmixable`, in one
-line, no victim run); or, with `--only`, left out of this run (a cell measured before keeps its
-numbers). The ceiling is the share of each victim's images that are extreme rays of the
+line, no victim run); or, outside `--only` (all of them with `--no-run`), planned: not run, with
+its CPU a victim scaled from a measured 256-image cell (`estimate`), and never in place of a cell
+measured before. The ceiling is the share of each victim's images that are extreme rays of the
 non-negative part of their span (`extreme_rays` of `benchmarks/lab/inversion_rounds_curve.py`):
 every per-pixel program returns such a ray, so no program reads more. It is a property of the
 images wherever the layer holds their span, so the same for every such width; where the layer
@@ -46,15 +48,17 @@ def grid(dataset: str, victims: int, only: list[str]) -> tuple[list[str], list[s
 
 
 def estimate(cell: dict[str, Any], measured: list[dict[str, Any]]) -> str:
-    """Why an applicable cell was not run: its CPU a victim scaled from the measured 256-image cell
-    of the same dataset, width and update (FastICA's iterations grow as the images squared)."""
-    ref = [c for c in measured if "share" in c and c["images"] == 256 and
-           all(c.get(k) == cell.get(k) for k in ("dataset", "units", "batch"))]
+    """Why an applicable cell was not run: its CPU a victim scaled from the narrowest measured
+    256-image cell of the same dataset and update at least as wide (FastICA's iterations grow as
+    the images squared; its whitening with the width, so a wider reference overstates)."""
+    ref = sorted((c for c in measured if "share" in c and c["images"] == 256 and c["units"] >= cell["units"]
+                  and c["dataset"] == cell["dataset"] and c.get("batch") == cell.get("batch")),
+                 key=lambda c: c["units"])
     if not ref:
         return "beyond this session's CPU (no measured 256-image cell to scale from)"
     cpu = sum(r["cpu_seconds"] for r in ref[0]["victims"]) / len(ref[0]["victims"])
     minutes = cpu * (cell["images"] / 256) ** 2 / 60
-    return f"~{minutes:,.0f} CPU-min a victim (the 256-image cell's CPU x (n/256)^2)"
+    return f"~{minutes:,.0f} CPU-min a victim (the 256-image {ref[0]['units']:,}-unit cell's CPU x (n/256)^2)"
 
 
 def ceiling(data: Any, cell: dict[str, Any], ks: list[int], cache: dict[tuple[int, int], float]) -> dict[str, Any]:
@@ -99,10 +103,11 @@ def table(data: dict[str, Any]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="measure a grid's cells (each saved as it finishes)")
-    run.add_argument("--grid", required=True, choices=["mnist", "cifar10"], help="the dataset of the grid")
-    run.add_argument("--victims", type=int, default=5, help="held-out victims a cell")
-    run.add_argument("--only", action="append", default=[], help="images:units, the cells of this run")
+    cmd = sub.add_parser("run", help="measure a grid's cells (each saved as it finishes)")
+    cmd.add_argument("--grid", required=True, choices=["mnist", "cifar10"], help="the dataset of the grid")
+    cmd.add_argument("--victims", type=int, default=5, help="held-out victims a cell")
+    cmd.add_argument("--only", action="append", default=[], help="images:units, the cells of this run")
+    cmd.add_argument("--no-run", action="store_true", help="run no victim: write the grid's unmeasured cells' plans")
     args = parser.parse_args()
     if args.victims < 1:
         raise SystemExit(f"error: --victims {args.victims}: at least one")
@@ -117,6 +122,7 @@ def main() -> None:
     torch.set_num_threads(1)  # and so FastICA's BLAS (cocktail.separate): the machine is shared
     cache: dict[tuple[int, int], float] = {}
     run, rest = grid(args.grid, args.victims, args.only)
+    run, rest = ([], run + rest) if args.no_run else (run, rest)
     kept = [c for c in old if "share" in c]  # a cell measured before is not replaced by a plan
     planned = [c for c in rest if not any(same_cell(k, spec_cell(c)) for k in kept)]
     new: list[dict[str, Any]] = []

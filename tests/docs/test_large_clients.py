@@ -50,7 +50,8 @@ def test_a_cell_not_run_runs_no_victim_and_says_what_it_would_cost() -> None:
     measured = {"dataset": "cifar10", "images": 256, "units": 4096, "batch": None, "share": [0.0, 0.0, 0.0],
                 "victims": [{"cpu_seconds": 60.0}, {"cpu_seconds": 120.0}]}
     assert lc.estimate(cell, [measured]).startswith("~23 CPU-min a victim")  # 90 s x (1000/256)^2
-    assert "no measured 256-image cell" in lc.estimate({**cell, "units": 2048}, [measured])
+    assert "4,096-unit cell" in lc.estimate({**cell, "units": 2048}, [measured])  # a wider cell bounds it
+    assert "no measured 256-image cell" in lc.estimate({**cell, "batch": 32}, [measured])
     page = lc.table({"rows": [{**cell, "not_run": lc.estimate(cell, [measured]), "extreme_rays": [0.0, 0.0, 0.0]}]})
     assert "not run: ~23 CPU-min a victim" in page
 
