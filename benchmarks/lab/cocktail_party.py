@@ -37,7 +37,7 @@ PAPER = "recovers batches up to 1,024 (its abstract; it scores by LPIPS, not PSN
 ABOUT = "the first dense layer's update (one aggregated gradient, or one epoch of plain SGD at lr 0.1); " \
         "FastICA (edges); 2 shared cores, one BLAS thread"
 LR = 0.1  # the FedAvg cells' local learning rate (plain SGD)
-HELD_OUT = 128  # training images 0-127: the tests' two batches of 64, and the contrast was chosen on the first
+HELD_OUT = 128  # training images 0-127: the tests' two batches of 64; the contrast was checked on the first
 
 
 def first_victim(n: int) -> int:
