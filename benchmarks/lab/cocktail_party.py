@@ -8,15 +8,17 @@ attack's default; the prior from 500 test images) and scored as the attack famil
 (one-to-one PSNR matching, `image_metrics.score_images`).
 
     FEDATTACK_DATA=... python benchmarks/lab/cocktail_party.py --cell cifar10:64:1024:5 ...
-    FEDATTACK_DATA=... python benchmarks/lab/cocktail_party.py --table large --cell mnist:256:2048:5:32 ...
+    FEDATTACK_DATA=... python benchmarks/lab/cocktail_party.py --plan cifar10:1024:4096:5
 
-writes docs/evidence/privacy/cocktail-party.json (or, with `--table large`,
-privacy/large-clients.json, which adds the share of each victim's images that are extreme rays of
-their span: the ceiling of any per-pixel program), replacing the cells it remeasures: each
-cell's victims, their share above 20 dB, PSNR mean, wall and CPU seconds of the unmixing, the
-load average, and the process's peak resident memory, with a 95% bootstrap interval over
-victims; `table` and `large_table` render them. Only the standard library at the top (the
-evidence check imports this file to render).
+writes docs/evidence/privacy/cocktail-party.json (`benchmarks/lab/large_clients.py` writes the
+large-client table with the same victims), replacing the cells it remeasures: each cell's
+victims, their share above 20 dB, PSNR mean, wall and CPU seconds of the unmixing, the load
+average, the process's peak resident memory and whether FastICA converged, with a 95% bootstrap
+interval over victims; a cell the attack refuses (`cocktail.unmixable`) is kept with its reason.
+The victims are held out: batch k of n images is training images k*n to (k+1)*n - 1, and the
+first victim is the first batch past the first HELD_OUT training images, on which the tests and
+the choice of the contrast were read. Only the standard library at the top (the evidence check
+imports this file to render).
 """
 
 from __future__ import annotations
@@ -32,7 +34,15 @@ KEY = "privacy/cocktail-party"
 PAPER = "recovers batches up to 1,024 (its abstract; it scores by LPIPS, not PSNR)"
 
 
+ABOUT = "the first dense layer's update (one aggregated gradient, or one epoch of plain SGD at lr 0.1); " \
+        "FastICA (edges); 2 shared cores, one BLAS thread"
 LR = 0.1  # the FedAvg cells' local learning rate (plain SGD)
+HELD_OUT = 128  # training images 0-127: the tests' two batches of 64; the contrast was checked on the first
+
+
+def first_victim(n: int) -> int:
+    """The first batch of n training images wholly past the HELD_OUT images settings were read on."""
+    return -(-HELD_OUT // n)
 
 
 def first_layer_update(dataset: Any, n: int, units: int, k: int, batch: int | None) -> tuple[Any, Any]:
@@ -83,7 +93,7 @@ def victim(dataset: Any, n: int, units: int, k: int, batch: int | None = None) -
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return {"victim": k, "share_20db": summary["share_recovered"], "psnr_mean": summary["psnr_mean"],
             "seconds": round(seconds, 1), "cpu_seconds": round(cpu, 1), "load": round(os.getloadavg()[0], 1),
-            "peak_mib": round(peak), "iterations": found.iterations}
+            "peak_mib": round(peak), "iterations": found.iterations, "converged": "not converged" not in found.note}
 
 
 def parse_cell(cell: str) -> tuple[str, int, int, int, int | None]:
@@ -94,27 +104,26 @@ def parse_cell(cell: str) -> tuple[str, int, int, int, int | None]:
     return parts[0], int(parts[1]), int(parts[2]), int(parts[3]), int(parts[4]) if len(parts) == 5 else None
 
 
-def measure(cells: list[str], ceiling: bool = False, done: Any = None) -> list[dict[str, Any]]:
-    """Each cell's victims; with `ceiling`, also the share of each victim's images that are
-    extreme rays of their span (the most any per-pixel program reaches; the scorer's side)."""
+def measure(cells: list[str], extra: Any = None, done: Any = None, planned: frozenset[str] = frozenset()) \
+        -> list[dict[str, Any]]:
+    """Each cell's held-out victims (`first_victim` on), or the attack's reason to refuse it; a cell
+    of `planned` is only planned (refused, or `not_run`, no victim run); `extra` (dataset, cell,
+    victim indices) -> more of the cell (the large-client table's ceiling)."""
     import os
 
-    import numpy as np
-
     from fedattack.data import load_dataset
-    from fedattack.intervals import mean_interval
 
-    out, rays = [], {}  # rays: each victim's extreme-ray share, computed once (the images, not the layer)
-    for name, n, units, victims, batch in map(parse_cell, cells):
-        data = load_dataset(name, os.environ.get("FEDATTACK_DATA"))
-        rows = [victim(data, n, units, k, batch) for k in range(victims)]
-        share = mean_interval([r["share_20db"] for r in rows])
-        cell = {"dataset": name, "images": n, "units": units, "batch": batch,
-                "steps": 1 if batch is None else -(-n // batch), "victims": rows,
-                "share": [share.mean, share.low, share.high],
-                "psnr_mean": float(np.mean([r["psnr_mean"] for r in rows]))}
-        if ceiling:
-            cell["extreme_rays"] = ceiling_of(data, n, victims, rays)
+    out: list[dict[str, Any]] = []
+    loaded: dict[str, Any] = {}  # each dataset decoded once
+    for spec in cells:
+        name, n, units, victims, batch = parse_cell(spec)
+        if name not in loaded:
+            loaded[name] = load_dataset(name, os.environ.get("FEDATTACK_DATA"))
+        data = loaded[name]
+        ks = list(range(first_victim(n), first_victim(n) + victims))
+        cell = measured_cell(data, name, n, units, ks, batch, run=spec not in planned)
+        if extra is not None:
+            cell.update(extra(data, cell, ks))
         out.append(cell)
         print(json.dumps(out[-1]), flush=True)
         if done is not None:
@@ -122,16 +131,25 @@ def measure(cells: list[str], ceiling: bool = False, done: Any = None) -> list[d
     return out
 
 
-def ceiling_of(data: Any, n: int, victims: int, cache: dict[tuple[int, int], float]) -> list[float]:
-    """The extreme-ray share of each victim's images, its mean and 95% interval over victims."""
-    from benchmarks.lab.inversion_rounds_curve import extreme_rays
+def measured_cell(data: Any, name: str, n: int, units: int, ks: list[int], batch: int | None,
+                  run: bool = True) -> dict[str, Any]:
+    """One cell: its victims' scores and their mean with a 95% bootstrap interval over victims,
+    or, where `cocktail.unmixable` refuses the layer, the one-line reason (no victim is run);
+    `run` False: the cell is only planned (`not_run`, its victims listed, none run)."""
+    import numpy as np
+
+    from fedattack.attacks.data_reconstruction.cocktail import unmixable
     from fedattack.intervals import mean_interval
 
-    for k in range(victims):
-        if (n, k) not in cache:
-            cache[n, k] = extreme_rays(data.x_train[k * n:(k + 1) * n].flatten(1).double().numpy())
-    found = mean_interval([cache[n, k] for k in range(victims)])
-    return [found.mean, found.low, found.high]
+    cell: dict[str, Any] = {"dataset": name, "images": n, "units": units, "batch": batch,
+                            "steps": 1 if batch is None else -(-n // batch)}
+    why = unmixable(units, int(data.x_train[0].numel()), n)
+    if why or not run:
+        return {**cell, **({"refused": why} if why else {"not_run": True}), "victims": [{"victim": k} for k in ks]}
+    rows = [victim(data, n, units, k, batch) for k in ks]
+    share = mean_interval([r["share_20db"] for r in rows])
+    return {**cell, "victims": rows, "share": [share.mean, share.low, share.high],
+            "psnr_mean": float(np.mean([r["psnr_mean"] for r in rows]))}
 
 
 def same_cell(a: dict[str, Any], b: dict[str, Any]) -> bool:
@@ -153,7 +171,11 @@ def update_of(c: dict[str, Any]) -> str:
 
 
 def share_cells(c: dict[str, Any]) -> list[Any]:
+    """The measured columns of one cell; a refused or unrun cell says why in the share's column."""
     v = c["victims"]
+    if "refused" in c or "not_run" in c:
+        why = f"refused: {c['refused']}" if "refused" in c else f"not run: {c['not_run']}"
+        return [len(v), why, *["-"] * (len(MEASURED) - 2)]
     point, low, high = c["share"]
     cpu = [r["cpu_seconds"] for r in v if "cpu_seconds" in r]
     load = [r["load"] for r in v if "load" in r]
@@ -177,41 +199,28 @@ def table(data: dict[str, Any]) -> str:
     return markdown(["dataset", "images", "units", "update", *MEASURED, "the paper"], rows)
 
 
-def large_table(data: dict[str, Any]) -> str:
-    """The large-client table: images x width x one step / one epoch, beside the ceiling."""
-    sys.path.insert(0, str(ROOT))
-    from benchmarks.lab.evidence import markdown
-
-    def ceiling(c: dict[str, Any]) -> str:
-        point, low, high = c["extreme_rays"]
-        return f"{pct(point)} ({pct(low)}-{pct(high)})"
-
-    rows = [[c["dataset"], f"{c['images']:,}", f"{c['units']:,}", update_of(c), *share_cells(c), ceiling(c)]
-            for c in data["rows"]]
-    return markdown(["dataset", "images", "units", "update", *MEASURED, "extreme rays (per-pixel ceiling)"], rows)
-
-
-TABLES = {"cocktail": (KEY, "table"), "large": ("privacy/large-clients", "large_table")}
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cell", action="append", required=True, help="dataset:images:units:victims[:batch]")
-    parser.add_argument("--table", choices=sorted(TABLES), default="cocktail", help="which evidence the cells join")
+    parser.add_argument("--cell", action="append", default=[], help="dataset:images:units:victims[:batch]")
+    parser.add_argument("--plan", action="append", default=[],
+                        help="a cell only planned: refused, or not run (its cost scaled from the large-client table)")
     args = parser.parse_args()
+    if not args.cell and not args.plan:
+        raise SystemExit("error: name a --cell to measure or a --plan")
     sys.path.insert(0, str(ROOT))
     import torch
 
     from benchmarks.lab.evidence import EVIDENCE, save
+    from benchmarks.lab.large_clients import KEY as LARGE
+    from benchmarks.lab.large_clients import estimate
 
-    key, render = TABLES[args.table]
-    path = EVIDENCE / f"{key}.json"
+    path, large = EVIDENCE / f"{KEY}.json", EVIDENCE / f"{LARGE}.json"
     old = json.loads(path.read_text())["rows"] if path.exists() else []
+    measured = json.loads(large.read_text())["rows"] if large.exists() else []
     torch.set_num_threads(1)  # and so FastICA's BLAS (cocktail.separate): the machine is shared
-    measure(args.cell, args.table == "large",
-            lambda rows: save(key, f"benchmarks/lab/cocktail_party.py:{render}", merged(old, rows),
-                              about="the first dense layer's update (one aggregated gradient, or one epoch of "
-                                    f"plain SGD at lr {LR}); FastICA (edges); 2 shared cores, one BLAS thread"))
+    measure(args.cell + args.plan, planned=frozenset(args.plan),
+            extra=lambda _, c, __: {"not_run": estimate(c, measured)} if c.get("not_run") else {},
+            done=lambda rows: save(KEY, "benchmarks/lab/cocktail_party.py:table", merged(old, rows), about=ABOUT))
 
 
 if __name__ == "__main__":
