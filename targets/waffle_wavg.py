@@ -26,7 +26,7 @@ them and renormalised), and a round without Alice moves nothing at the server.
 Wire: as SCAFFOLD, (x, c) down (x is Alice's personalised model), (dy_i, dc_i) up. Private: c_i.
 The server keeps the weights of the last rounds under `waffle.alpha.*` (never sent).
 
-Agents at weight 0 (`zero_weight`). Read literally ("keep", the default), an agent whose weight
+Agents at weight 0 (`zero_weight`). Read literally ("keep", `reading=literal`), an agent whose weight
 is 0 still updates its control variate every round; nothing pulls it back, it drifts by about
 -c a round and eventually overflows, which diverges WAFFLE on MNIST at lr 0.1 and 0.05
 (docs/lab/reproduction-waffle-cgau.md). The paper's Algorithm 2, which may say what to do, is
@@ -40,11 +40,13 @@ Alice's model (the weights were server-only before). It lags by a round: the ser
 weights of the rounds so far, not this round's, which depend on this round's uplinks. Under
 partial participation an agent absent from the last rounds also has weight 0 there.
 
-Readings (`reading`): `literal` is Algorithm 1 and eq. (1) as written (zero_weight=keep,
-zero_below=0, control=increments); `stabilised` is zero_weight=freeze, zero_below=0.05,
+Readings (`reading`): `stabilised`, the default, is zero_weight=freeze, zero_below=0.05,
 control=variates, the three readings of what the paper leaves open that keep WAFFLE from
-diverging on MNIST (chosen on seed 0, checked on seed 1 and on held-out seeds 2-4 of B and C:
-docs/lab/reproduction-waffle-cgau.md). A setting given alone overrides its reading's.
+diverging on MNIST (chosen on seed 0, checked on seed 1 and on held-out seeds of B and C:
+docs/lab/reproduction-waffle-cgau.md); `literal` is Algorithm 1 and eq. (1) as written
+(zero_weight=keep, zero_below=0, control=increments), which diverges there. A setting given
+alone overrides its reading's. The stabilised reading puts one bit per agent and round on the
+downlink (`waffle.zero_weight`); the literal one adds nothing to SCAFFOLD's wire.
 """
 
 from __future__ import annotations
@@ -83,8 +85,9 @@ class WaffleHyper(ControlHyper):
     reset, an agent counts as at weight 0 when its mean weight over the last `smoothing` rounds
     is at most this (0: exactly 0); agents that alternate with others at the largest distance
     get tiny weights now and then, and their control variates drift as a zero-weight agent's.
-    reading: literal or stabilised (the module docstring), which sets the three before it; an
-    empty control or zero_weight, or a negative zero_below, takes the reading's."""
+    reading: stabilised (the default) or literal (the paper as written; the module docstring),
+    which sets the three before it; an empty control or zero_weight, or a negative zero_below,
+    takes the reading's."""
 
     alice: int = 0
     delta_omega: float = 3.2
@@ -94,7 +97,7 @@ class WaffleHyper(ControlHyper):
     control: str = ""
     zero_weight: str = ""
     zero_below: float = -1.0
-    reading: str = "literal"  # a literal: `fedattack list` reads defaults from the source
+    reading: str = "stabilised"  # a literal: `fedattack list` reads defaults from the source
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -160,13 +163,16 @@ class Waffle(ControlVariateTarget):
 
     def after_combine(self, server: State, uplinks: list[Message], coeffs: list[float]) -> State:
         """control=variates: c is the weighted mean of the agents' c_i, which the server keeps
-        as the running sums of their dc uplinks."""
+        as the running sums of their dc uplinks. A parameter the server did not start with (an
+        active server's module in front of the model) starts with every c_i at 0, as the agents'
+        own c_i do (`_control`: a c_i not yet in the private state is 0)."""
         if self.hyper.control != "variates":
             return {}
         senders = [m.sender for m in uplinks]
         out: State = {}
         for n in self.param_names:
-            c_i = server[CI + n].clone()
+            c_i = (server[CI + n].clone() if CI + n in server
+                   else torch.zeros(self.num_clients, *server[n].shape, dtype=server[n].dtype))
             c_i[senders] += torch.stack([m.payload[DC + n] for m in uplinks])
             out[CI + n] = c_i
             used = [(a, k) for a, k in zip(coeffs, senders) if a != 0]

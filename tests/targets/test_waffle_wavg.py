@@ -13,7 +13,7 @@ from fedattack.federation.executors import make_executor
 from fedattack.federation.loop import RoundLoop, client_data
 from fedattack.federation.train import build_target
 from fedattack.target import Recipe
-from fedattack.targets.waffle_wavg import HISTORY, calc_weights, omega
+from fedattack.targets.waffle_wavg import CI, HISTORY, calc_weights, omega
 from tests.conftest import received, tiny_spec
 
 
@@ -79,11 +79,18 @@ def test_last_rounds_train_on_alice_alone_after_smoothing() -> None:
     assert applied[-1][1] > 0
 
 
-def test_a_round_without_alice_moves_nothing() -> None:
-    target = _target(alice=0)
+@pytest.mark.parametrize("reading", ["literal", "stabilised"])
+def test_a_round_without_alice_moves_nothing(reading: str) -> None:
+    """Neither the model, c nor the weights; under control=variates the server's record of each
+    agent's c_i still adds the dc it uploaded, since the agent's own c_i moved by it."""
+    target = _target(alice=0, reading=reading)
     server = target.init_server(torch.Generator().manual_seed(0))
-    after = target.aggregate(server, received(_uplinks(target, 1.0)[:2], [10, 10], senders=[1, 3]), 1)
-    assert all(torch.equal(after[n], server[n]) for n in server)
+    ups = _uplinks(target, 1.0)[:2]
+    after = target.aggregate(server, received(ups, [10, 10], senders=[1, 3]), 1)
+    assert all(torch.equal(after[n], server[n]) for n in server if not n.startswith(CI))
+    for n in target.param_names if target.hyper.control == "variates" else ():
+        torch.testing.assert_close(after[CI + n][[1, 3]], torch.stack([u[f"dc.{n}"] for u in ups]))
+        assert torch.equal(after[CI + n][[0, 2]], server[CI + n][[0, 2]])
 
 
 def test_uniform_weights_step_by_the_mean_update() -> None:

@@ -40,7 +40,7 @@ def _client_round(target: Target, down: dict[str, torch.Tensor], private: dict[s
 
 
 def test_the_literal_reading_puts_nothing_new_on_the_wire() -> None:
-    target = _target()
+    target = _target(reading="literal")
     server = _server_with_agent_2_at_zero(target)
     assert ZERO not in target.broadcast(server, 2, 5)
     assert ZERO not in target.wire_schema().downlink
@@ -84,7 +84,7 @@ def test_reset_trains_with_a_fresh_control_variate() -> None:
 
 
 def test_a_frozen_federation_runs_and_flags_only_zero_weight_agents() -> None:
-    spec = tiny_spec(method="waffle-wavg", hyper={"zero_weight": "freeze", "delta_omega": 12.0},
+    spec = tiny_spec(method="waffle-wavg", hyper={"zero_weight": "freeze", "zero_below": 0.0, "delta_omega": 12.0},
                      fraction=1.0, rounds=6, num_clients=4, recipe=RECIPE)
     dataset = load_dataset("digits")
     target = build_target(spec, dataset, 4)
@@ -105,11 +105,13 @@ def test_a_frozen_federation_runs_and_flags_only_zero_weight_agents() -> None:
 
 def test_zero_below_counts_an_agent_with_tiny_weights_as_excluded() -> None:
     """Agent 1's weights 0.3, 0.4, 0.3, 0.2 (mean over the last three 0.3) and agent 2's 0.2, 0,
-    0, 0: exactly 0 only for the default; with zero_below the mean decides."""
+    0, 0: exactly 0 only for zero_below = 0 (the literal reading's); with zero_below the mean
+    decides."""
     server = _server_with_agent_2_at_zero(_target(zero_weight="freeze"))
     server[HISTORY] = server[HISTORY].clone()
     server[HISTORY][-1, 2] = 0.01  # a tiny weight in the last round
-    exact, below = _target(zero_weight="freeze"), _target(zero_weight="freeze", zero_below=0.02)
+    exact = _target(zero_weight="freeze", zero_below=0.0)
+    below = _target(zero_weight="freeze", zero_below=0.02)
     assert not exact.weight_is_zero(server, 2) and below.weight_is_zero(server, 2)
     assert not below.weight_is_zero(server, 1)
     assert float(below.broadcast(server, 2, 5)[ZERO][0]) == 1.0
