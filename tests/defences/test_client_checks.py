@@ -14,6 +14,7 @@ from fedattack.defences.consistency_check import ConsistencyCheck, digest
 from fedattack.defences.downlink_check import DownlinkCheck
 from fedattack.federation.rundir import Federation
 from fedattack.registry import TARGETS
+from fedattack.target import Recipe
 from tests.active.conftest import train
 
 CHECKS = tuple(n for n in DEFENCES.names() if issubclass(DEFENCES.get(n), DownlinkCheck))
@@ -78,3 +79,19 @@ def test_the_digest_sees_one_bit() -> None:
     flipped = {**down, "w": down["w"].clone()}
     flipped["w"][1, 1] = 2.0 ** -149  # the smallest float32 above zero
     assert digest(down) == digest({k: v.clone() for k, v in down.items()}) != digest(flipped)
+
+
+def test_consistency_check_compares_the_model_not_waffles_per_agent_flag(tmp_path: Path) -> None:
+    """Under WAFFLE's stabilised reading (its default) an agent whose weight fell to zero is told
+    so in its own downlink (`waffle.zero_weight`): honest downlinks of a round then differ in that
+    flag only, which is protocol state, not the model; comparing whole downlinks raised 26 alarms
+    in 200 honest downlinks of docs/active-server.md's digits setting."""
+    run = train(tmp_path / "run", None, ("consistency-check",), method="waffle-wavg", rounds=20,
+                partition_options={"client_size": 20}, num_clients=60, fraction=1 / 6,
+                recipe=Recipe(epochs=5, batch_size=5, lr=0.1))
+    flags = set()
+    for msg in Federation(run).transcript().load(kind="downlink"):
+        if "waffle.zero_weight" in msg.payload:
+            flags.add(float(msg.payload["waffle.zero_weight"].reshape(-1)[0]))
+    assert flags == {0.0, 1.0}  # some agent was told its weight is zero: the downlinks did differ
+    assert accounting(run)["consistency-check"]["refused"] == 0
