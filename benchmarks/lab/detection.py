@@ -33,11 +33,12 @@ from typing import Any
 
 import torch
 
+from fedattack.attacks.active.client_checks import registered_checks
 from fedattack.attacks.active.readout import held
 from fedattack.attacks.data_reconstruction.image_metrics import assignment, psnr_matrix
 from fedattack.data import load_dataset
 from fedattack.data.partition import make_partition
-from fedattack.defences import DEFENCES, parse_defence
+from fedattack.defences import parse_defence
 from fedattack.defences.base import build_defence
 from fedattack.defences.downlink_check import DownlinkCheck
 from fedattack.federation.active import ACTIVE, parse_active
@@ -79,10 +80,6 @@ SETTINGS = {
 }
 
 
-def checks() -> list[str]:
-    return [n for n in DEFENCES.names() if issubclass(DEFENCES.get(n), DownlinkCheck)]
-
-
 def cells(setting: Setting) -> list[tuple[str, str, tuple[str, ...]]]:
     """(label, active spec, defences) for every registered active server and its variants; the
     secure sum where the server reads through one (isolation needs it; loki is built for it)."""
@@ -118,7 +115,7 @@ def federate(spec: FederationSpec) -> tuple[Target, list[Message], list[Any], An
 def replay(target: Target, messages: list[Message]) -> dict[str, dict[tuple[int, int], str | None]]:
     """What each registered check decides on every downlink, each client with its own memory."""
     out: dict[str, dict[tuple[int, int], str | None]] = {}
-    for name in checks():
+    for name in registered_checks():
         check = build_defence({"name": name}, target.ctx)
         assert isinstance(check, DownlinkCheck)
         check.bind(target)

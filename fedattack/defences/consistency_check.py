@@ -62,10 +62,12 @@ class ConsistencyCheck(DownlinkCheck):
     def __init__(self, settings: object, ctx: object) -> None:
         super().__init__(settings, ctx)
         self.digests: dict[int, dict[int, str]] = {}  # round -> client -> digest (the gossip)
+        self.state: frozenset[str] = frozenset()  # set by bind
 
     def bind(self, target: Target) -> None:
         self.schema = {n: tuple(s) for n, s in target.wire_schema().downlink.items()}
         self.weights = frozenset(target.downlink_weights())
+        self.state = frozenset(self.schema) - self.weights  # the method's own non-model tensors
         server = target.init_server(generator(target.ctx.seed, "defence:consistency-check:bind"))
         first = {k: digest(self.model(target.broadcast(server, k, 1))) for k in range(target.ctx.num_clients)}
         if len(set(first.values())) > 1:
@@ -86,8 +88,7 @@ class ConsistencyCheck(DownlinkCheck):
         """The part of a downlink every client of an honest round receives alike: the model. (Under
         WAFFLE's stabilised reading an agent whose weight fell to zero is told so in its downlink
         alone; comparing whole downlinks raised 26 alarms in 200 honest digits downlinks.)"""
-        state = set(self.schema) - self.weights  # the method's own non-model tensors; anything else is compared
-        return {n: t for n, t in down.items() if n not in state}
+        return {n: t for n, t in down.items() if n not in self.state}  # anything else is compared
 
     @staticmethod
     def kind(why: str) -> str:
