@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from benchmarks.lab.evidence import markdown, save  # noqa: E402
 
 HERE = "benchmarks/lab/defences_one_run_audit.py"
+ROOT = Path(__file__).resolve().parents[2]
 CLAIMS = (1.0, 3.44, 8.0)
 DELTA = 1e-5
 FINE = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5)  # the finer guess grid of the search
@@ -45,23 +46,27 @@ CHOSEN = {1.0: (32768, "digits-mlp", 7), 3.44: (15000, "mnist-mlp", 1), 8.0: (15
 REPORT_SEEDS = (1, 2, 3)
 
 
-def row(claim: float, m: int, model: str, seed: int, rounds: int, per_coordinate: int) -> dict[str, Any]:
-    """One real one-run audit: the scores once, bounded with the library's grid and the finer one."""
+def row(claim: float, m: int, model: str, seed: int, rounds: int, per_coordinate: int,
+        accountant: str = "rdp") -> dict[str, Any]:
+    """One real one-run audit: the scores once, bounded with the library's grid and the finer one.
+    accountant: the one that states the claim (pld: dp-fedavg's exact one, a smaller sigma)."""
     import dataclasses
     import resource
 
+    from benchmarks.lab.defences_multirun_audit import sigma_pld
     from benchmarks.lab.defences_whitebox_audit import dp, sigma_for, spec
     from fedattack.audit import canaries as cn
     from fedattack.audit import gdp
     from fedattack.audit.whitebox import bounds, whitebox_scores
 
-    sigma = sigma_for(claim, rounds)
-    s = dataclasses.replace(spec(dp(sigma), rounds, seed), model=model)
+    pld = accountant == "pld"
+    sigma = sigma_pld(claim, rounds) if pld else sigma_for(claim, rounds)
+    s = dataclasses.replace(spec(dp(sigma, accountant="pld") if pld else dp(sigma), rounds, seed), model=model)
     cpu, wall = time.process_time(), time.perf_counter()
     included = cn.membership(seed, m)
     r = whitebox_scores(s, m, included, per_coordinate=per_coordinate)
     out: dict[str, Any] = {
-        "share": per_coordinate, "claim": claim, "m": m, "model": model, "seed": seed, "rounds": rounds,
+        "share": per_coordinate, "accountant": accountant, "claim": claim, "m": m, "model": model, "seed": seed, "rounds": rounds,
         "sigma": sigma, "claimed": r["claimed"]["epsilon"], "cpu_s": round(time.process_time() - cpu, 1),
         "wall_s": round(time.perf_counter() - wall, 1),
         "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
@@ -135,6 +140,18 @@ def keep(rows: list[dict[str, Any]]) -> None:
     save("defences/one-run-tightness", f"{HERE}:render_report", report, **about)
 
 
+def add_report_rows(rows: list[dict[str, Any]]) -> None:
+    """Measured rows of the chosen configurations on the report seeds (e.g. against the exact
+    accountant's claims) added to the tightness evidence beside the rows it holds."""
+    path = ROOT / "docs" / "evidence" / "defences" / "one-run-tightness.json"
+    data = json.loads(path.read_text())
+    ok = [r for r in rows if r["seed"] in REPORT_SEEDS and (r["m"], r["model"], r["share"]) == CHOSEN[r["claim"]]]
+    kept = [r for r in data.pop("rows") if (r.get("accountant", "rdp"), r["claim"], r["seed"]) not in
+            {(o["accountant"], o["claim"], o["seed"]) for o in ok}]
+    data.pop("render")
+    save("defences/one-run-tightness", f"{HERE}:render_report", kept + ok, **data)
+
+
 def load(rows: list[dict[str, Any]]) -> str:
     """The machine's 1-minute load average when the rows finished (its range over several)."""
     seen = sorted(float(r["load"][0]) for r in rows)
@@ -165,15 +182,15 @@ def render_search(data: dict[str, Any]) -> str:
 
 def render_report(data: dict[str, Any]) -> str:
     rows = []
-    for claim in CLAIMS:
-        mine = [r for r in data["rows"] if r["claim"] == claim]
+    for accountant, claim in ((a, c) for a in ("rdp", "pld") for c in CLAIMS):
+        mine = [r for r in data["rows"] if r["claim"] == claim and r.get("accountant", "rdp") == accountant]
         if not mine:
             continue
         ratios = [r["default"]["gdp"] / r["claimed"] for r in mine]
         eps = [r["default"]["gdp"] for r in mine]
         st = [r["default"]["steinke"] for r in mine]
         r0 = mine[0]
-        rows.append([f"{r0['claimed']:.2f}", f"{r0['sigma']:.2f}", f"`{r0['model']}`, {r0['m']:,} ({r0['share']} a "
+        rows.append([accountant.upper(), f"{r0['claimed']:.2f}", f"{r0['sigma']:.2f}", f"`{r0['model']}`, {r0['m']:,} ({r0['share']} a "
                      "coordinate)", ", ".join(str(r["seed"]) for r in mine),
                      f"{statistics.median(eps):.2f} [{min(eps):.2f}, {max(eps):.2f}]",
                      f"{statistics.median(ratios):.2f}x [{min(ratios):.2f}, {max(ratios):.2f}]",
@@ -181,7 +198,7 @@ def render_report(data: dict[str, Any]) -> str:
                      f"{statistics.median(r['cpu_s'] for r in mine):.0f} / "
                      f"{statistics.median(r['wall_s'] for r in mine):.0f} s, "
                      f"{max(r['maxrss_mb'] for r in mine) / 1024:.1f} GB, load {load(mine)}"])
-    return markdown(["claimed epsilon", "sigma", "model, canaries", "seeds",
+    return markdown(["accountant", "claimed epsilon", "sigma", "model, canaries", "seeds",
                      "audited epsilon (GDP, 95%): median [min, max]", "of the claim", "Steinke (95%)",
                      "CPU / wall (median), memory"], rows)
 
@@ -197,10 +214,17 @@ def main() -> None:
     parser.add_argument("--row", nargs=6, metavar=("CLAIM", "M", "MODEL", "SEED", "ROUNDS", "K"))
     parser.add_argument("--ideal", action="store_true", help="the ideal-score table only (seconds)")
     parser.add_argument("--rows", nargs="+", type=Path, help="measured rows (JSON lines of --row) to keep")
+    parser.add_argument("--accountant", choices=("rdp", "pld"), default="rdp", help="with --row: the claim's accountant")
+    parser.add_argument("--add-report-rows", nargs="+", type=Path,
+                        help="measured report-seed rows (JSON lines of --row) added to the tightness evidence")
     args = parser.parse_args()
     if args.row:
         c, m, model, seed, rounds, k = args.row
-        print(json.dumps(row(float(c), int(m), model, int(seed), int(rounds), int(k))))
+        print(json.dumps(row(float(c), int(m), model, int(seed), int(rounds), int(k), args.accountant)))
+        return
+    if args.add_report_rows:
+        add_report_rows([json.loads(line) for p in args.add_report_rows for line in p.read_text().splitlines()
+                         if line.strip()])
         return
     if args.ideal:
         main_ideal()

@@ -6,7 +6,7 @@ caps it below the claim. Independent runs need no such care: the "in" and "out" 
 distributions are samples of the mechanism's two outputs, so the error rates at a threshold have
 Clopper-Pearson intervals, which bound epsilon (assuming nothing) and the Gaussian-DP mu (and the
 epsilon mu implies, for a mechanism of Gaussian shape): `heldout.py`, one threshold chosen on a
-seeded quarter of the runs and tested on the rest. Beside these bounds, the Gaussian estimate of mu
+seeded tenth of the runs and tested on the rest. Beside these bounds, the Gaussian estimate of mu
 ((mean_in - mean_out) / pooled standard deviation, what Nasr et al. 2023 fit in the white-box
 setting) with its normal-theory interval: an estimate, not a bound.
 

@@ -42,7 +42,7 @@ from fedattack.commands.options import Choice, data_root_option, plugin_option
               help="--white-box: at most this many canaries share a coordinate (more canaries than the model "
                    "has coordinates; they cost separation, never validity).")
 @click.option("--runs", type=click.IntRange(min=10), default=None,
-              help="Multi-run audit: this many small federations with one white-box canary each; a quarter "
+              help="Multi-run audit: this many small federations with one white-box canary each; a tenth "
                    "choose the threshold, the rest test it (thousands for a bound near the claim).")
 @click.option("--backend", default=None, help="Where --runs run: a sweep backend [default: local].")
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Workers of --backend.")

@@ -41,20 +41,26 @@ from fedattack.registry import UserError
 from fedattack.target import ClientContext, Target
 from fedattack.wire import Message, Payload
 
+ACCOUNTANTS = ("rdp", "pld")
+
 
 @dataclass(frozen=True, kw_only=True)
 class DPSettings:
     """clip_norm: C. noise_multiplier: sigma (noise std sigma*C on the sum). noise: server
-    (trusted server) or client (each client adds sigma*C/sqrt(m)). delta: the accountant's."""
+    (trusted server) or client (each client adds sigma*C/sqrt(m)). delta: the accountant's.
+    accountant: rdp (any sampling) or pld (exact, for a federation where every client takes part in
+    every round: `_accountant.epsilon_full_pld`)."""
 
     clip_norm: float = 1.0
     noise_multiplier: float = 1.0
     noise: str = "server"
     delta: float = 1e-5
+    accountant: str = "rdp"
 
     def __post_init__(self) -> None:
         _accountant.check_gaussian("dp-fedavg", self.clip_norm, self.noise_multiplier, self.delta)
         one_of(self.noise, ("server", "client"), "dp-fedavg noise")
+        one_of(self.accountant, ACCOUNTANTS, "dp-fedavg accountant")
 
 
 class DPFedAvg(Defence):
@@ -65,6 +71,11 @@ class DPFedAvg(Defence):
     sums_unweighted = True
 
     def bind(self, target: Target) -> None:
+        ctx = self.ctx
+        if self.settings.accountant == "pld" and ctx.clients_per_round < ctx.num_clients:
+            raise UserError(f"dp-fedavg accountant=pld is exact only when every client takes part in every "
+                            f"round, and this federation samples {ctx.clients_per_round} of {ctx.num_clients}; "
+                            "use accountant=rdp (the default) or fraction 1")
         if not target.linear_uplink:
             raise UserError(f"dp-fedavg averages the uplinks as they are sent, and {target.name}'s uplink is "
                             "not linear in its update (it declares linear_uplink False); use clip instead")
@@ -100,15 +111,17 @@ class DPFedAvg(Defence):
         m, n, rounds = ctx.clients_per_round, ctx.num_clients, ctx.rounds
         out: dict[str, Any] = {
             "delta": s.delta, "rounds": rounds, "clients_per_round": m, "clients": n,
-            "accountant": "RDP (dp-accounting); fixed-size sampling without replacement, "
-                          "replace-one neighbours",
+            "accountant": ("PLD (dp-accounting), every client every round, replace-one neighbours: exact"
+                           if s.accountant == "pld" else "RDP (dp-accounting); fixed-size sampling without "
+                           "replacement, replace-one neighbours"),
         }
         if s.noise_multiplier == 0:
             return {**out, "epsilon": None, "note": "no noise: no privacy guarantee"}
         sigma = s.noise_multiplier
         try:
             out["epsilon"] = _accountant.finite(
-                _accountant.epsilon_fixed_size(sigma, m, n, rounds, s.delta))
+                _accountant.epsilon_full_pld(sigma, rounds, s.delta) if s.accountant == "pld"
+                else _accountant.epsilon_fixed_size(sigma, m, n, rounds, s.delta))
             out["epsilon_poisson"] = _accountant.finite(
                 _accountant.epsilon_poisson(sigma, m / n, rounds, s.delta))
             if s.noise == "client":

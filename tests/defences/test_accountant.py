@@ -46,6 +46,30 @@ def test_without_sampling_rdp_is_a_slightly_loose_upper_bound_and_pld_is_exact()
     assert exact2 <= replace <= 1.3 * exact2, (exact2, replace)
 
 
+@pytest.mark.parametrize("sigma, rounds", [(1.7, 2), (3.5, 2), (10.5, 2), (4.0, 16)])
+def test_dp_fedavg_pld_accountant_is_the_exact_gaussian_figure_and_below_rdp(sigma: float, rounds: int) -> None:
+    ctx = TargetContext(model="digits-mlp", input_shape=(1, 8, 8), num_classes=10, num_clients=5,
+                        rounds=rounds, clients_per_round=5)
+    def account(accountant: str) -> dict[str, object]:
+        settings = {"noise_multiplier": sigma, "accountant": accountant}
+        (entry,) = defence_entries(make_target("fedavg", {}, ctx, [{"name": "dp-fedavg", "settings": settings}]))
+        return entry["accounting"]  # type: ignore[no-any-return]
+    exact = exact_gaussian_epsilon(2 * math.sqrt(rounds) / sigma, DELTA)  # replace-one: sensitivity 2C
+    pld, rdp = account("pld"), account("rdp")
+    assert pld["epsilon"] == pytest.approx(exact, rel=1e-3) and str(pld["accountant"]).startswith("PLD")
+    assert exact < rdp["epsilon"] <= 1.2 * exact  # type: ignore[operator]
+
+
+def test_the_pld_accountant_refuses_a_federation_that_samples_clients() -> None:
+    from fedattack.registry import UserError
+    ctx = TargetContext(model="digits-mlp", input_shape=(1, 8, 8), num_classes=10, num_clients=10,
+                        rounds=2, clients_per_round=3)
+    with pytest.raises(UserError, match="accountant=pld is exact only when every client takes part.*samples 3 of 10"):
+        make_target("fedavg", {}, ctx, [{"name": "dp-fedavg", "settings": {"accountant": "pld"}}])
+    with pytest.raises(UserError, match="accountant"):
+        make_target("fedavg", {}, ctx, [{"name": "dp-fedavg", "settings": {"accountant": "prv"}}])
+
+
 def test_subsampled_rdp_agrees_with_the_pld_accountant() -> None:
     rdp = _accountant.epsilon_poisson(1.0, 0.1, 100, DELTA)
     pld = _accountant.epsilon_poisson(1.0, 0.1, 100, DELTA, kind="pld")

@@ -29,7 +29,8 @@ def test_train_records_the_accountant_and_prints_epsilon(tmp_path: Path) -> None
                                       "dp-fedavg:noise_multiplier=2,clip_norm=0.5,delta=1e-6"])
     assert result.exit_code == 0, result.output
     (entry,) = Federation(run).manifest["defences"]
-    assert entry["settings"] == {"clip_norm": 0.5, "noise_multiplier": 2.0, "noise": "server", "delta": 1e-6}
+    assert entry["settings"] == {"clip_norm": 0.5, "noise_multiplier": 2.0, "noise": "server", "delta": 1e-6,
+                                 "accountant": "rdp"}
     eps = entry["accounting"]["epsilon"]
     assert eps > 0 and f"dp-fedavg: epsilon {eps:.3g} at delta 1e-06" in result.output
 
