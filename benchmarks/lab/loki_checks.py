@@ -38,7 +38,7 @@ from fedattack.data import Dataset, load_dataset
 from fedattack.data.partition import make_partition
 from fedattack.defences import parse_defence
 from fedattack.defences.base import build_defence
-from fedattack.defences.downlink_check import DownlinkCheck
+from fedattack.defences.downlink_check import DownlinkCheck, similarity
 from fedattack.federation.active import parse_active
 from fedattack.federation.executors import make_executor
 from fedattack.federation.loop import RoundLoop, client_data, sample_clients
@@ -172,10 +172,12 @@ def honest(base: FederationSpec, clients: int, rounds: int) -> dict[str, Any]:
     partition = make_partition(spec.partition, data, spec.num_clients, spec.seed, **spec.partition_options)
     datas = [client_data(data, partition, k) for k in range(spec.num_clients)]
     judges = Judges(target)
+    ends: list[Payload] = []  # the first and the last downlink: did the model move?
 
     def record(msg: Message) -> None:
         if msg.kind == "downlink":
             judges.see(msg.payload, msg.receiver, msg.round, remember=True)
+            ends[1 if ends else 0:] = [msg.payload]
 
     loop = RoundLoop(spec, target, datas, make_executor(spec.executor), record, None)
     state = loop.start()
@@ -186,7 +188,10 @@ def honest(base: FederationSpec, clients: int, rounds: int) -> dict[str, Any]:
         judges.close(rnd)
         returning += len(seen & set(sampled))
         seen |= set(sampled)
+    weight = next(n for n in target.downlink_weights() if ends[0][n].dim() >= 2)
+    moved = similarity(ends[-1][weight].flatten(1), ends[0][weight].flatten(1))
     return {"honest": {"rounds": rounds, "returning": returning, "checks": judges.summary(),
+                       "first_to_last_row_cosine": {weight: round(moved, 4)},
                        **machine(start, cpu, load)}}
 
 

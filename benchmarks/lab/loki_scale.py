@@ -1,6 +1,8 @@
 """docs/active-server.md, "Through secure aggregation at scale": one `loki` round (each sampled
 client its own block of imprint units, nobody a model of zeros) read out of the secure sum of
-10, 100 and 1,000 clients (MNIST) and 100 (CIFAR-10).
+10, 100 and 1,000 clients (MNIST) and 100 (CIFAR-10); `checks` and `honest`: every registered
+client check on that round's downlinks, streamed, and on honest rounds of the same federation
+(benchmarks/lab/loki_checks.py).
 
     FEDATTACK_DATA=../shared/datasets python -m benchmarks.lab.loki_scale run --out /tmp/loki \
         [--dataset mnist --clients 10,100,1000] [--check]
