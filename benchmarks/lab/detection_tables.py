@@ -34,10 +34,11 @@ def detection(data: dict[str, Any]) -> str:
                      "chance", *(f"flagged by {n}" for n in names), "flagged by any"], body)
 
 
-def rate(k: int, n: int) -> str:
-    """`11 of 12 [62, 100]%`: a count with the exact 95% interval of its rate."""
+def rate(k: int, n: int, digits: int = 0) -> str:
+    """`11 of 12 [62, 100]%`: a count with the exact 95% interval of its rate (`digits` decimals:
+    1,000 of 1,000 is [99.6, 100.0]%, which no decimals would print as [100, 100])."""
     low, high = exact(k, n)
-    return f"{k} of {n} [{100 * low:.0f}, {100 * high:.0f}]%"
+    return f"{k:,} of {n:,} [{100 * low:.{digits}f}, {100 * high:.{digits}f}]%"
 
 
 def alarms(data: dict[str, Any]) -> str:
@@ -116,10 +117,22 @@ def loki_scale(data: dict[str, Any]) -> str:
         real = "-" if checked is None else (f"{percent(list(checked['shares'].values()))}; the same share for "
                                             f"{checked['same_share']} of {checked['victims']} victims")
         judged = cell.get("checks")
-        flags = "-" if judged is None else ", ".join(f"{n} {rate(c['refused'], c['of'])}" for n, c in judged.items())
+        flags = "-" if judged is None else ", ".join(f"{n} {rate(c['refused'], c['of'], 1)}" for n, c in judged.items())
         body.append([cell["dataset"], f"{cell['clients']:,}", str(len(rows)), str(rows[0]["train"]), str(cell["bins"]),
                      percent([r["recovered_20"] for r in rows]), percent([r["chance_20"] for r in rows]),
-                     f"{cell['cpu_seconds']:,}", real, flags])
+                     f"{cell['cpu_seconds']:,}", real, flags, honest_alarms(cell.get("honest"))])
     return markdown(["dataset", "clients a round", "n victims", "images a client trains on", "bins a client",
                      "recovered > 20 dB", "chance", "CPU seconds (the clients, after the calibration)", "real protocol (masks) on this round: recovered > 20 dB",
-                     "clients of the round each registered check refuses"], body)
+                     "clients of the round each registered check refuses",
+                     "false alarms of each check on honest rounds of this federation (downlinks)"], body)
+
+
+def honest_alarms(honest: dict[str, Any] | None) -> str:
+    """`3 rounds (3,000 downlinks, 2,000 to a returning client): check k of n [low, high]%, ...`"""
+    if honest is None:
+        return "-"
+    checks = honest["checks"]
+    n = next(iter(checks.values()))["of"]
+    rates = [f"{name} {rate(c['refused'], c['of'], 2)}" for name, c in checks.items()]  # 0 of 20,000: [0, 0.02]
+    return (f"{honest['rounds']} rounds ({n:,} downlinks, {honest['returning']:,} to a returning client): "
+            + ", ".join(rates))

@@ -1,11 +1,14 @@
 """docs/active-server.md, "Through secure aggregation at scale": one `loki` round (each sampled
 client its own block of imprint units, nobody a model of zeros) read out of the secure sum of
-10, 100 and 1,000 clients (MNIST) and 100 (CIFAR-10).
+10, 100 and 1,000 clients (MNIST) and 100 (CIFAR-10); `checks` and `honest`: every registered
+client check on that round's downlinks, streamed, and on honest rounds of the same federation
+(benchmarks/lab/loki_checks.py).
 
-    FEDATTACK_DATA=../shared/datasets python benchmarks/lab/loki_scale.py run --out /tmp/loki \
+    FEDATTACK_DATA=../shared/datasets python -m benchmarks.lab.loki_scale run --out /tmp/loki \
         [--dataset mnist --clients 10,100,1000] [--check]
-    FEDATTACK_DATA=../shared/datasets python benchmarks/lab/loki_scale.py checks --out /tmp/loki --clients 10,100
-    python benchmarks/lab/loki_scale.py evidence --out /tmp/loki   # docs/evidence/active-server/loki-scale.json
+    FEDATTACK_DATA=../shared/datasets python -m benchmarks.lab.loki_scale checks --out /tmp/loki --clients 10,100,1000
+    FEDATTACK_DATA=../shared/datasets python -m benchmarks.lab.loki_scale honest --out /tmp/loki --clients 1000 --rounds 3
+    python -m benchmarks.lab.loki_scale evidence --out /tmp/loki   # docs/evidence/active-server/loki-scale.json
 
 What is simulated, precisely. Real pairwise masks for m clients are m(m - 1)/2 mask vectors of
 the module's size (m x bins x pixels numbers), which does not fit this machine beyond a few dozen
@@ -26,13 +29,13 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from benchmarks.lab.detection import share
 from fedattack.attacks.active.servers._front import with_module
 from fedattack.attacks.active.servers.imprint import Imprint
 from fedattack.attacks.active.servers.loki import BIAS, WEIGHT, Loki, LokiSettings, bin_images
@@ -46,11 +49,9 @@ from fedattack.federation.train import active_adversary, build_target
 from fedattack.rng import generator
 from fedattack.target import ClientContext, Recipe, Target
 from fedattack.training import sequential_train
-from fedattack.wire import Payload
-
-from benchmarks.lab.detection import share
 
 BITS = 24
+EVIDENCE = Path(__file__).resolve().parents[2] / "docs" / "evidence" / "active-server" / "loki-scale.json"
 SETTINGS = {  # the clients a round are the fraction of these
     "mnist": FederationSpec(dataset="mnist", model="mnist-mlp", partition="iid",
                             partition_options={"client_size": 60, "test_fraction": 0.5}, num_clients=1000,
@@ -127,8 +128,8 @@ def check(dataset: str, clients: int, simulated: dict[str, object]) -> dict[str,
     from fedattack.wire import Message
 
     base, data = SETTINGS[dataset], load_dataset(dataset)
-    spec = replace(base, fraction=clients / base.num_clients, active=parse_active(
-        f"loki:rounds=1,bins={simulated['bins']},alpha={simulated['alpha']}"), defences=(parse_defence("secure-aggregation"),))
+    spec = replace(base, fraction=clients / base.num_clients, defences=(parse_defence("secure-aggregation"),),
+                   active=parse_active(f"loki:rounds=1,bins={simulated['bins']},alpha={simulated['alpha']}"))
     target = build_target(spec, data, spec.num_clients)
     adversary = active_adversary(spec, target, data, spec.num_clients)
     partition = make_partition(spec.partition, data, spec.num_clients, spec.seed, **spec.partition_options)
@@ -144,81 +145,51 @@ def check(dataset: str, clients: int, simulated: dict[str, object]) -> dict[str,
                               "shares": {str(k): round(v, 4) for k, v in real.items()}}}
 
 
-class Lazy(Mapping[int, Payload]):
-    """A round's downlinks built one at a time when read: at 100 clients they are 37 MB each."""
-
-    def __init__(self, build: Callable[[int], Payload], clients: list[int]) -> None:
-        self.build, self.clients = build, clients
-
-    def __getitem__(self, client: int) -> Payload:
-        return self.build(client)
-
-    def __iter__(self) -> Iterator[int]:
-        return iter(self.clients)
-
-    def __len__(self) -> int:
-        return len(self.clients)
-
-
-def checks(dataset: str, clients: int, cell: dict[str, Any]) -> dict[str, Any]:
-    """Every registered client check on every downlink of the cell's round, as the real `loki`
-    server builds them (`Loki.send`'s: the method's first downlink with the whole module, the
-    client's own block alive); a check that compares clients gets the round's others. The round
-    is the model's first, so no client has an earlier downlink to compare with."""
-    from fedattack.attacks.active.client_checks import registered_checks
-    from fedattack.defences.base import build_defence
-    from fedattack.defences.downlink_check import DownlinkCheck
-
-    base, data = SETTINGS[dataset], load_dataset(dataset)
-    spec = replace(base, fraction=clients / base.num_clients, active=parse_active(
-        f"loki:rounds=1,bins={cell['bins']},alpha={cell['alpha']}"), defences=(parse_defence("secure-aggregation"),))
-    target = build_target(spec, data, spec.num_clients)
-    server = active_adversary(spec, target, data, spec.num_clients)
-    assert isinstance(server, Loki)
-    sampled = sorted(sample_clients(spec, spec.num_clients, 1))
-    state, model = target.init_server(generator(spec.seed, "init")), server.front_model(server.alpha, target)
-    downs = Lazy(lambda k: with_module(model, target.broadcast(state, k, 1), server.module_for(1, sampled.index(k))),
-                 sampled)
-    out: dict[str, Any] = {}
-    start, cpu = time.time(), time.process_time()
-    for name in registered_checks():
-        check = build_defence({"name": name}, target.ctx)
-        assert isinstance(check, DownlinkCheck)
-        check.bind(target)
-        check.on_downlinks(1, downs)
-        whys = [check.judge(downs[k], k, 1) for k in sampled]
-        out[name] = {"refused": sum(w is not None for w in whys), "of": len(whys), "alone": not check.compares_clients,
-                     "why": next((w for w in whys if w), None)}
-    return {"checks": out, "checks_seconds": [round(time.time() - start), round(time.process_time() - cpu)]}
+def cell_of(out: Path, dataset: str, clients: int) -> dict[str, Any]:
+    """A cell's round (its bins and alpha): the one `run` wrote into `out`, else the committed one."""
+    path = out / f"{dataset}-{clients}.json"
+    if path.exists():
+        return dict(json.loads(path.read_text()))
+    cells = json.loads(EVIDENCE.read_text())["cells"]
+    return next(c for c in cells if (c["dataset"], c["clients"]) == (dataset, clients))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("what", choices=["run", "checks", "evidence"])
+    parser.add_argument("what", choices=["run", "checks", "honest", "evidence"])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--dataset", default="mnist", choices=sorted(SETTINGS))
     parser.add_argument("--clients", default="10,100,1000")
     parser.add_argument("--check", action="store_true", help="also run the real protocol on each round (small m)")
+    parser.add_argument("--rounds", type=int, default=3, help="honest: the honest rounds judged")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    if args.what == "checks":  # after `run`: every registered check on each cell's round
+    if args.what in ("checks", "honest"):  # every registered check on each cell's round (benchmarks/lab/loki_checks.py)
+        from benchmarks.lab import loki_checks
+
+        args.out.mkdir(parents=True, exist_ok=True)
         for clients in (int(c) for c in args.clients.split(",")):
-            path, cell = args.out / f"checks-{args.dataset}-{clients}.json", args.out / f"{args.dataset}-{clients}.json"
+            path = args.out / f"{args.what}-{args.dataset}-{clients}.json"
             if not path.exists():
-                path.write_text(json.dumps(checks(args.dataset, clients, json.loads(cell.read_text())), indent=1))
+                got = (loki_checks.attacked(SETTINGS[args.dataset], clients, cell_of(args.out, args.dataset, clients))
+                       if args.what == "checks" else loki_checks.honest(SETTINGS[args.dataset], clients, args.rounds))
+                path.write_text(json.dumps(got, indent=1))
                 print(args.dataset, clients, path.read_text(), flush=True)
         return
     if args.what == "evidence":
-        cells = [json.loads(p.read_text()) for p in sorted(args.out.glob("*.json")) if not p.name.startswith("checks-")]
-        for cell in cells:
-            judged = args.out / f"checks-{cell['dataset']}-{cell['clients']}.json"
-            cell.update(json.loads(judged.read_text()) if judged.exists() else {})
-        path = Path(__file__).resolve().parents[2] / "docs" / "evidence" / "active-server" / "loki-scale.json"
-        path.write_text(json.dumps({"render": "benchmarks/lab/detection_tables.py:loki_scale",
-                                    "command": "python benchmarks/lab/loki_scale.py run --out DIR [--dataset D "
-                                    "--clients M]; python benchmarks/lab/loki_scale.py evidence --out DIR",
-                                    "cells": sorted(cells, key=lambda c: (c["dataset"] != "mnist", c["clients"]))},
-                                   indent=1) + "\n")
+        cells = {(c["dataset"], c["clients"]): c for c in json.loads(EVIDENCE.read_text())["cells"]}
+        for p in sorted(args.out.glob("*.json")):  # the cells run into DIR replace the committed ones
+            if not p.name.startswith(("checks-", "honest-")):
+                cell = json.loads(p.read_text())
+                cells[(cell["dataset"], cell["clients"])] = cell
+        for (dataset, clients), cell in cells.items():
+            for kind in ("checks", "honest"):
+                judged = args.out / f"{kind}-{dataset}-{clients}.json"
+                cell.update(json.loads(judged.read_text()) if judged.exists() else {})
+        EVIDENCE.write_text(json.dumps({"render": "benchmarks/lab/detection_tables.py:loki_scale", "command": (
+            "python -m benchmarks.lab.loki_scale run|checks|honest --out DIR [--dataset D --clients M]; "
+            "python -m benchmarks.lab.loki_scale evidence --out DIR"),
+            "cells": sorted(cells.values(), key=lambda c: (c["dataset"] != "mnist", c["clients"]))}, indent=1) + "\n")
         return
     args.out.mkdir(parents=True, exist_ok=True)
     for clients in (int(c) for c in args.clients.split(",")):

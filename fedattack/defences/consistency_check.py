@@ -77,12 +77,21 @@ class ConsistencyCheck(DownlinkCheck):
                             "check for this method")
 
     def on_downlinks(self, rnd: int, downlinks: Mapping[int, Payload]) -> None:
-        self.digests[rnd] = {k: digest(self.model(p)) for k, p in downlinks.items() if p}
+        self.on_gossip(rnd, {k: self.gossip(p) for k, p in downlinks.items() if p})
+
+    def gossip(self, down: Payload) -> str:
+        return digest(self.model(down))
+
+    def on_gossip(self, rnd: int, told: Mapping[int, str]) -> None:
+        self.digests[rnd] = dict(told)
         for old in [r for r in self.digests if r < rnd - 1]:
             del self.digests[old]
 
     def judge(self, down: Payload, client: int, rnd: int) -> str | None:
-        return self.disagrees(digest(self.model(down)), self.digests.get(rnd, {}), self.settings.quorum)
+        return self.judge_gossip(self.gossip(down), client, rnd)
+
+    def judge_gossip(self, own: str, client: int, rnd: int) -> str | None:
+        return self.disagrees(own, self.digests.get(rnd, {}), self.settings.quorum)
 
     def model(self, down: Payload) -> Payload:
         """The part of a downlink every client of an honest round receives alike: the model. (Under
@@ -111,10 +120,11 @@ class ConsistencyCheck(DownlinkCheck):
 
 
 def digest(payload: Payload) -> str:
-    """SHA-256 of a downlink: every tensor's name, dtype, shape and bytes, in name order."""
+    """SHA-256 of a downlink: every tensor's name, dtype, shape and bytes, in name order. The
+    bytes are hashed where they lie (no copy of a tensor of hundreds of MB per downlink)."""
     h = hashlib.sha256()
     for name in sorted(payload):
         t = payload[name].detach().contiguous().cpu()
         h.update(f"{name}:{t.dtype}:{list(t.shape)};".encode())
-        h.update(t.numpy().tobytes())
+        h.update(t.numpy().reshape(-1).view("u1").data)
     return h.hexdigest()

@@ -28,6 +28,7 @@ refuse every round and the federation would train nothing, which no run should r
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -118,6 +119,21 @@ class DownlinkCheck(Defence):
         what that client knows: here its last accepted downlink. A stronger check that knows
         more (the round's other downlinks, `consistency-check`) overrides this."""
         return self.suspicious(down, self.last.get(client))
+
+    def gossip(self, down: Payload) -> str:
+        """What a client running a check that compares clients tells the round's others of its
+        downlink (`consistency-check`: its digest). Computed once per downlink, so a round's
+        downlinks never need to be held together (a LOKI round of 1,000 is 376 GB of them)."""
+        raise NotImplementedError(f"{self.name} compares no clients, so a client tells the others nothing")
+
+    def on_gossip(self, rnd: int, told: Mapping[int, str]) -> None:
+        """The round's gossip (client -> what it told), before anyone judges: a comparing check's."""
+        raise NotImplementedError(f"{self.name} compares no clients")
+
+    def judge_gossip(self, own: str, client: int, rnd: int) -> str | None:
+        """`judge` from what the client would tell (`gossip` of its downlink) instead of the
+        downlink itself: the same decision, without the tensors."""
+        raise NotImplementedError(f"{self.name} compares no clients")
 
     def suspicious(self, down: Payload, last: Payload | None) -> str | None:
         """Why this downlink is refused (None: it is accepted)."""

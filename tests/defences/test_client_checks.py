@@ -95,3 +95,53 @@ def test_consistency_check_compares_the_model_not_waffles_per_agent_flag(tmp_pat
             flags.add(float(msg.payload["waffle.zero_weight"].reshape(-1)[0]))
     assert flags == {0.0, 1.0}  # some agent was told its weight is zero: the downlinks did differ
     assert accounting(run)["consistency-check"]["refused"] == 0
+
+
+def test_the_digest_hashes_the_bytes_a_copy_of_them_would() -> None:
+    """`digest` reads each tensor's bytes where they lie; its value is the one hashing a copy of
+    them (`tobytes`, the digest before) gives, for every dtype a downlink carries."""
+    import hashlib
+
+    import torch
+
+    def copied(payload: dict[str, torch.Tensor]) -> str:
+        h = hashlib.sha256()
+        for name in sorted(payload):
+            t = payload[name].contiguous()
+            h.update(f"{name}:{t.dtype}:{list(t.shape)};".encode())
+            h.update(t.numpy().tobytes())
+        return h.hexdigest()
+
+    gen = torch.Generator().manual_seed(0)
+    down = {"w": torch.randn(5, 4, generator=gen).T, "b": torch.randn(3, generator=gen).double(),
+            "s": torch.tensor(2.5), "i": torch.arange(6, dtype=torch.int64).view(2, 3),
+            "f": torch.tensor([True, False]), "e": torch.zeros(0)}
+    assert digest(down) == copied(down)
+
+
+@pytest.mark.parametrize("name", [n for n in CHECKS if DEFENCES.get(n).compares_clients])
+def test_a_comparing_check_decides_the_same_from_gossip_as_from_the_downlinks(name: str, tmp_path: Path) -> None:
+    """A round's downlinks judged whole (`on_downlinks`, `judge`) and judged from what each client
+    tells the others, computed once per downlink (`gossip`, `on_gossip`, `judge_gossip`: how
+    benchmarks/lab/loki_scale.py streams a LOKI round of 1,000): the same decision for each client."""
+    import torch
+
+    from fedattack.data import load_dataset
+    from fedattack.defences.base import build_defence
+    from fedattack.federation.spec import FederationSpec
+    from fedattack.federation.train import build_target
+
+    spec = FederationSpec(dataset="digits", model="digits-mlp", num_clients=6, fraction=1.0, rounds=1)
+    target = build_target(spec, load_dataset("digits"), spec.num_clients)
+    base = target.broadcast(target.init_server(torch.Generator().manual_seed(0)), 0, 1)
+    other = {n: t + 1.0 if t.is_floating_point() else t for n, t in base.items()}
+    for downs in ({0: base, 1: base, 2: other}, {0: base, 1: other}, {k: base for k in range(4)}):
+        whole, told = (build_defence({"name": name}, target.ctx) for _ in range(2))
+        assert isinstance(whole, DownlinkCheck) and isinstance(told, DownlinkCheck)
+        whole.bind(target), told.bind(target)
+        whole.on_downlinks(1, downs)
+        notes = {k: told.gossip(p) for k, p in downs.items()}
+        told.on_gossip(1, notes)
+        decided = [whole.judge(p, k, 1) for k, p in downs.items()]
+        assert decided == [told.judge_gossip(notes[k], k, 1) for k in downs]
+        assert any(decided) == (len({id(p) for p in downs.values()}) > 1)  # the test can fail
