@@ -41,8 +41,8 @@ from fedattack.options import one_of
 from fedattack.registry import UserError
 from fedattack.target import Target
 
-CLASSIFIERS = ("mlp", "torch-mlp", "logreg", "gbdt")
-MLPS = ("mlp", "torch-mlp")  # classifiers whose cost grows with `epochs`
+CLASSIFIERS = ("mlp", "mlp-lbfgs", "torch-mlp", "logreg", "gbdt")
+MLPS = ("mlp", "torch-mlp")  # classifiers whose cost grows with `epochs` (mlp-lbfgs: with `iterations`)
 # and a pass of scikit-learn's MLP costs about 0.35 ms whatever its records (a few dozen records a
 # class on 60-image clients: that fixed part is most of the fit, 4x the per-record price alone)
 MLP_EPOCH_SECONDS = 3.5e-4
@@ -53,21 +53,37 @@ MLP_EPOCH_SECONDS = 3.5e-4
 # measured 39 s). torch-mlp (torch_mlp.py, every model at once) measured 16.8 CPU s on 9,600
 # records against mlp's 12.5 s (issue #47).
 FIT_SECONDS = {"torch-mlp": 9e-4, "mlp": 5e-4, "logreg": 5e-5, "gbdt": 2e-4}
+# mlp-lbfgs (the same MLP, full-batch L-BFGS): an iteration of one model costs a fixed part and a
+# part per record. Set from the membership calls of the search (docs/membership.md, one thread,
+# MNIST-20 selection victims, ~9,600 records in 10 per-class models): 50, 100, 200, 500
+# iterations took 1.85, 2.0, 2.5, 4.1 CPU s a victim, ~5 ms an iteration of the 10 models;
+# the split between the parts is a lone model's (0.4 ms an iteration at 60 records, 9.2 at
+# 9,582, measured on a loaded machine, so halved here). The plan charges every iteration up to
+# `iterations` and, as for mlp, the all-class model too (planned 17.3 s, measured 8.1 s for
+# the 4 selection victims at 100 iterations before these were set from them; after, on the
+# default audit's 5 victims: planned 13.1 and 11.4 s, measured 10.3 and 18.2 s wall, 10.2 and 11.0 CPU s).
+LBFGS_ITER_SECONDS = 2e-4
+LBFGS_RECORD_SECONDS = 4e-7
 MIN_PER_SIDE = 4  # fewer in or out records of a class than this: use the all-class model
 
 
 @dataclass(frozen=True, kw_only=True)
 class MembershipSettings:
-    """shadows: k. classifier: mlp (scikit-learn's), torch-mlp (the same MLP, every model fitted
-    at once in torch), logreg or gbdt. features: log-probs or probs.
+    """shadows: k. classifier: mlp (scikit-learn's, Adam), mlp-lbfgs (the same MLP fitted full batch
+    by L-BFGS), torch-mlp (the Adam MLP, every model fitted at once in torch), logreg or gbdt.
+    features: log-probs or probs.
     shadow_in_fraction: the largest share of an auxiliary class one shadow trains on.
-    epochs: the MLP attack classifiers' most passes over their records (scikit-learn's max_iter)."""
+    epochs: the Adam MLP attack classifiers' most passes over their records (scikit-learn's max_iter).
+    iterations, alpha: mlp-lbfgs's most L-BFGS iterations (its max_iter) and L2 penalty; 100 was
+    chosen on MNIST-20's selection victims (docs/membership.md), where more overfit the shadows."""
 
     shadows: int = 3
     classifier: str = "mlp"
     features: str = "log-probs"
     shadow_in_fraction: float = 0.75
     epochs: int = 500
+    iterations: int = 100
+    alpha: float = 1e-4
 
     def __post_init__(self) -> None:
         if self.shadows < 1:
@@ -78,6 +94,10 @@ class MembershipSettings:
             raise UserError("membership shadow_in_fraction must be between 0 and 1")
         if self.epochs < 1:
             raise UserError(f"membership epochs={self.epochs} must be at least 1")
+        if self.iterations < 1:
+            raise UserError(f"membership iterations={self.iterations} must be at least 1")
+        if not self.alpha >= 0.0:
+            raise UserError(f"membership alpha={self.alpha} must be at least 0")
 
 
 class Membership(TrainsModels):
@@ -98,10 +118,13 @@ class Membership(TrainsModels):
                                   chunk=chunk)
         # `records` balances in and out per class: as many of each as the smaller side holds
         records = 2 * s.shadows * min(trained_on, max(1, work.aux - trained_on))
-        per_record = FIT_SECONDS[s.classifier] * (s.epochs / 500 if s.classifier in MLPS else 1.0)
-        fixed = (work.classes + 1) * s.epochs * MLP_EPOCH_SECONDS if s.classifier == "mlp" else 0.0
-        fit = Cost(2 * records * per_record + fixed, 3 * records * work.classes * 8,
-                   f"attack classifiers on {records:,} records")
+        if s.classifier == "mlp-lbfgs":  # per model-iteration: the fixed part, and every record once
+            seconds = s.iterations * ((work.classes + 1) * LBFGS_ITER_SECONDS + 2 * records * LBFGS_RECORD_SECONDS)
+        else:
+            per_record = FIT_SECONDS[s.classifier] * (s.epochs / 500 if s.classifier in MLPS else 1.0)
+            fixed = (work.classes + 1) * s.epochs * MLP_EPOCH_SECONDS if s.classifier == "mlp" else 0.0
+            seconds = 2 * records * per_record + fixed
+        fit = Cost(seconds, 3 * records * work.classes * 8, f"attack classifiers on {records:,} records")
         return shadows + fit
 
     def cheaper(self, work: Workload, memory: int, seconds: float | None) -> str:
@@ -124,7 +147,8 @@ class Membership(TrainsModels):
         feats, labels, member, losses = (np.concatenate(parts) for parts in zip(*rows))
         q_logp = self.query_log_probs(adv)
         q_labels = self.query_labels(adv, q_logp)
-        models = fit_attack_models(feats, labels, member, s.classifier, seed, q_labels, s.epochs)
+        models = fit_attack_models(feats, labels, member, s.classifier, seed, q_labels, s.epochs,
+                                   LbfgsFit(s.iterations, s.alpha))
         scores = predict_membership(models, self.features(q_logp), q_labels)
         threshold = best_threshold(-losses, member)
         info = {"shadow_sizes": [{"in": len(d.trained), "out": len(d.held_out)} for d in splits],
@@ -160,17 +184,29 @@ class Membership(TrainsModels):
         return tuple(np.concatenate(p) for p in zip(*parts))
 
 
-def make_classifier(kind: str, seed: int, epochs: int = 500) -> Any:
+@dataclass(frozen=True)
+class LbfgsFit:
+    """`classifier=mlp-lbfgs`: L-BFGS's most iterations (scikit-learn's max_iter) and the L2 penalty."""
+
+    iterations: int = 100
+    alpha: float = 1e-4
+
+
+def make_classifier(kind: str, seed: int, epochs: int = 500, lbfgs: LbfgsFit = LbfgsFit()) -> Any:
     rs = seed % (2**32)
     if kind == "mlp":
         return make_pipeline(StandardScaler(), MLPClassifier((64,), max_iter=epochs, random_state=rs))
+    if kind == "mlp-lbfgs":  # the same MLP fitted full batch by L-BFGS: `iterations` of it
+        return make_pipeline(StandardScaler(), MLPClassifier((64,), solver="lbfgs", max_iter=lbfgs.iterations,
+                                                             alpha=lbfgs.alpha, random_state=rs))
     if kind == "logreg":
         return make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000))
     return HistGradientBoostingClassifier(random_state=rs)
 
 
 def fit_attack_models(feats: np.ndarray, labels: np.ndarray, member: np.ndarray, kind: str,
-                      seed: int, queried: np.ndarray | None = None, epochs: int = 500) -> dict[str, Any]:
+                      seed: int, queried: np.ndarray | None = None, epochs: int = 500,
+                      lbfgs: LbfgsFit = LbfgsFit()) -> dict[str, Any]:
     """One classifier per class with enough in and out records, and one over all classes.
 
     The all-class model judges only the classes without their own; when every class in
@@ -195,8 +231,8 @@ def fit_attack_models(feats: np.ndarray, labels: np.ndarray, member: np.ndarray,
         warnings.filterwarnings("ignore", message="Training interrupted by user")
         for c in progress.steps(classes, "attack classifiers"):
             rows = labels == c
-            per_class[c] = make_classifier(kind, seed + c, epochs).fit(feats[rows], member[rows])
-        overall = make_classifier(kind, seed, epochs).fit(feats, member) if overall_needed else None
+            per_class[c] = make_classifier(kind, seed + c, epochs, lbfgs).fit(feats[rows], member[rows])
+        overall = make_classifier(kind, seed, epochs, lbfgs).fit(feats, member) if overall_needed else None
     return {"per_class": per_class, "overall": overall}
 
 
