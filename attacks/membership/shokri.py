@@ -30,6 +30,7 @@ from threadpoolctl import threadpool_limits
 from fedattack import progress
 from fedattack.attacks.base import Adversary, AuditRole, NotApplicable
 from fedattack.attacks.hidden_parts.base import log_probs
+from fedattack.attacks.membership.adam_mlp import AdamMLP
 from fedattack.attacks.membership.family import Calibrated
 from fedattack.attacks.membership.metrics import best_threshold
 from fedattack.attacks.membership.reference_models import TrainsModels, offline_size, references_cost
@@ -69,8 +70,9 @@ MIN_PER_SIDE = 4  # fewer in or out records of a class than this: use the all-cl
 
 @dataclass(frozen=True, kw_only=True)
 class MembershipSettings:
-    """shadows: k. classifier: mlp (scikit-learn's, Adam), mlp-lbfgs (the same MLP fitted full batch
-    by L-BFGS), torch-mlp (the Adam MLP, every model fitted at once in torch), logreg or gbdt.
+    """shadows: k. classifier: mlp (scikit-learn's Adam MLP, bit for bit, adam_mlp.py), mlp-lbfgs
+    (the same MLP fitted full batch by L-BFGS), torch-mlp (the Adam MLP, every model fitted at once
+    in torch), logreg or gbdt.
     features: log-probs or probs.
     shadow_in_fraction: the largest share of an auxiliary class one shadow trains on.
     epochs: the Adam MLP attack classifiers' most passes over their records (scikit-learn's max_iter).
@@ -194,8 +196,8 @@ class LbfgsFit:
 
 def make_classifier(kind: str, seed: int, epochs: int = 500, lbfgs: LbfgsFit = LbfgsFit()) -> Any:
     rs = seed % (2**32)
-    if kind == "mlp":
-        return make_pipeline(StandardScaler(), MLPClassifier((64,), max_iter=epochs, random_state=rs))
+    if kind == "mlp":  # scikit-learn's Adam MLP, fitted by the same steps without its per-step overhead
+        return AdamMLP(rs, epochs)
     if kind == "mlp-lbfgs":  # the same MLP fitted full batch by L-BFGS: `iterations` of it
         return make_pipeline(StandardScaler(), MLPClassifier((64,), solver="lbfgs", max_iter=lbfgs.iterations,
                                                              alpha=lbfgs.alpha, random_state=rs))
