@@ -44,16 +44,18 @@ from fedattack.target import Target
 
 CLASSIFIERS = ("mlp", "mlp-lbfgs", "torch-mlp", "logreg", "gbdt")
 MLPS = ("mlp", "torch-mlp")  # classifiers whose cost grows with `epochs` (mlp-lbfgs: with `iterations`)
-# and a pass of scikit-learn's MLP costs about 0.35 ms whatever its records (a few dozen records a
-# class on 60-image clients: that fixed part is most of the fit, 4x the per-record price alone)
-MLP_EPOCH_SECONDS = 3.5e-4
+# and a pass of the Adam MLP (adam_mlp.py) costs about 0.09 ms whatever its records (a few dozen
+# records a class on 60-image clients: that fixed part is most of the fit; scikit-learn's own fit
+# paid 0.35 ms)
+MLP_EPOCH_SECONDS = 9e-5
 # seconds per training record at 500 passes, measured on the MNIST setting of
 # benchmarks/bench_audit.py (one thread). The plan charges each record twice, by its class's model
 # and the all-class one; the all-class model is fitted only where a query's class has no model of
-# its own, which the plan cannot know, so it prices the larger case (MNIST-20: planned 64 s,
-# measured 39 s). torch-mlp (torch_mlp.py, every model at once) measured 16.8 CPU s on 9,600
-# records against mlp's 12.5 s (issue #47).
-FIT_SECONDS = {"torch-mlp": 9e-4, "mlp": 5e-4, "logreg": 5e-5, "gbdt": 2e-4}
+# its own, which the plan cannot know, so it prices the larger case. mlp: 2e-4 since adam_mlp.py
+# (MNIST-20, 5 victims, 9,600 records each: 27.4 s for `membership` at load 2, against 48.6 s with
+# scikit-learn's fit and its 5e-4); torch-mlp (torch_mlp.py, every model at once) measured 16.8
+# CPU s on 9,600 records against scikit-learn's fit's 12.5 s (issue #47).
+FIT_SECONDS = {"torch-mlp": 9e-4, "mlp": 2e-4, "logreg": 5e-5, "gbdt": 2e-4}
 # mlp-lbfgs (the same MLP, full-batch L-BFGS): an iteration of one model costs a fixed part and a
 # part per record. Set from the membership calls of the search (docs/membership.md, one thread,
 # MNIST-20 selection victims, ~9,600 records in 10 per-class models): 50, 100, 200, 500
