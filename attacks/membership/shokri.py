@@ -30,6 +30,7 @@ from threadpoolctl import threadpool_limits
 from fedattack import progress
 from fedattack.attacks.base import Adversary, AuditRole, NotApplicable
 from fedattack.attacks.hidden_parts.base import log_probs
+from fedattack.attacks.membership.adam_mlp import AdamMLP
 from fedattack.attacks.membership.family import Calibrated
 from fedattack.attacks.membership.metrics import best_threshold
 from fedattack.attacks.membership.reference_models import TrainsModels, offline_size, references_cost
@@ -43,16 +44,18 @@ from fedattack.target import Target
 
 CLASSIFIERS = ("mlp", "mlp-lbfgs", "torch-mlp", "logreg", "gbdt")
 MLPS = ("mlp", "torch-mlp")  # classifiers whose cost grows with `epochs` (mlp-lbfgs: with `iterations`)
-# and a pass of scikit-learn's MLP costs about 0.35 ms whatever its records (a few dozen records a
-# class on 60-image clients: that fixed part is most of the fit, 4x the per-record price alone)
-MLP_EPOCH_SECONDS = 3.5e-4
+# and a pass of the Adam MLP (adam_mlp.py) costs about 0.09 ms whatever its records (a few dozen
+# records a class on 60-image clients: that fixed part is most of the fit; scikit-learn's own fit
+# paid 0.35 ms)
+MLP_EPOCH_SECONDS = 9e-5
 # seconds per training record at 500 passes, measured on the MNIST setting of
 # benchmarks/bench_audit.py (one thread). The plan charges each record twice, by its class's model
 # and the all-class one; the all-class model is fitted only where a query's class has no model of
-# its own, which the plan cannot know, so it prices the larger case (MNIST-20: planned 64 s,
-# measured 39 s). torch-mlp (torch_mlp.py, every model at once) measured 16.8 CPU s on 9,600
-# records against mlp's 12.5 s (issue #47).
-FIT_SECONDS = {"torch-mlp": 9e-4, "mlp": 5e-4, "logreg": 5e-5, "gbdt": 2e-4}
+# its own, which the plan cannot know, so it prices the larger case. mlp: 2e-4 since adam_mlp.py
+# (MNIST-20, 5 victims, 9,600 records each: 27.4 s for `membership` at load 2, against 48.6 s with
+# scikit-learn's fit and its 5e-4); torch-mlp (torch_mlp.py, every model at once) measured 16.8
+# CPU s on 9,600 records against scikit-learn's fit's 12.5 s (issue #47).
+FIT_SECONDS = {"torch-mlp": 9e-4, "mlp": 2e-4, "logreg": 5e-5, "gbdt": 2e-4}
 # mlp-lbfgs (the same MLP, full-batch L-BFGS): an iteration of one model costs a fixed part and a
 # part per record. Set from the membership calls of the search (docs/membership.md, one thread,
 # MNIST-20 selection victims, ~9,600 records in 10 per-class models): 50, 100, 200, 500
@@ -69,8 +72,9 @@ MIN_PER_SIDE = 4  # fewer in or out records of a class than this: use the all-cl
 
 @dataclass(frozen=True, kw_only=True)
 class MembershipSettings:
-    """shadows: k. classifier: mlp (scikit-learn's, Adam), mlp-lbfgs (the same MLP fitted full batch
-    by L-BFGS), torch-mlp (the Adam MLP, every model fitted at once in torch), logreg or gbdt.
+    """shadows: k. classifier: mlp (scikit-learn's Adam MLP, bit for bit, adam_mlp.py), mlp-lbfgs
+    (the same MLP fitted full batch by L-BFGS), torch-mlp (the Adam MLP, every model fitted at once
+    in torch), logreg or gbdt.
     features: log-probs or probs.
     shadow_in_fraction: the largest share of an auxiliary class one shadow trains on.
     epochs: the Adam MLP attack classifiers' most passes over their records (scikit-learn's max_iter).
@@ -194,8 +198,8 @@ class LbfgsFit:
 
 def make_classifier(kind: str, seed: int, epochs: int = 500, lbfgs: LbfgsFit = LbfgsFit()) -> Any:
     rs = seed % (2**32)
-    if kind == "mlp":
-        return make_pipeline(StandardScaler(), MLPClassifier((64,), max_iter=epochs, random_state=rs))
+    if kind == "mlp":  # scikit-learn's Adam MLP, fitted by the same steps without its per-step overhead
+        return AdamMLP(rs, epochs)
     if kind == "mlp-lbfgs":  # the same MLP fitted full batch by L-BFGS: `iterations` of it
         return make_pipeline(StandardScaler(), MLPClassifier((64,), solver="lbfgs", max_iter=lbfgs.iterations,
                                                              alpha=lbfgs.alpha, random_state=rs))

@@ -79,7 +79,7 @@ def test_the_default_audit_leaves_out_what_does_not_fit() -> None:
     tight = chosen(work(50), room=30 * 2**20)["eavesdropper"]  # 30 MB: 16 reference models do not fit
     assert "rmia" not in tight and "update-inversion" in tight
     hurried = chosen(work(2400), seconds=10.0)["eavesdropper"]  # 10 s: 16 models of 1,000 steps do not fit
-    assert "rmia" not in hurried and "inversion" in hurried
+    assert "rmia" not in hurried and hurried  # something cheaper still runs (membership since #47)
 
 
 def left_out(w: Workload, seconds: float | None = 1800.0) -> dict[str, str]:
