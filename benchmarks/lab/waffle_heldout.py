@@ -12,6 +12,9 @@ The evidence holds one row per finished federation (read from its own federation
 metrics.json) and the experiment's full plan, so the table names the seeds not run yet rather
 than leaving them out silently. A cell's reading is named from its three settings by the
 method's own `READINGS`; a cell matching neither is refused (it would be neither column).
+Run folders are big and git-ignored, so a federation run in another session lives on only as its
+committed row: the rows already in the evidence are kept, a new run adds its row, and a rerun of
+a committed federation must give the committed figures (else this refuses, naming both).
 The interval is mean +- t(0.975, n - 1) s / sqrt(n) over the seeds (s with n - 1), clipped to
 [0, 100]; with one seed there is none. Only standard-library imports at the top: rendering runs
 in the docs check.
@@ -98,6 +101,30 @@ def row(run: Path) -> dict[str, Any]:
             "seconds": round(manifest["seconds"]) if manifest.get("seconds") else None, "cell": run.name}
 
 
+FIGURES = ("best", "best_round", "round100", "diverged")
+
+
+def merged(committed: list[dict[str, Any]], fresh: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The committed rows with the fresh ones added; a fresh row of a committed federation must agree."""
+    key = lambda r: (r["distribution"], r["reading"], r["seed"])  # noqa: E731
+    rows = {key(r): r for r in committed}
+    for r in fresh:
+        old = rows.get(key(r))
+        if old is not None and any(old[f] != r[f] for f in FIGURES):
+            raise SystemExit(f"{r['cell']}: rerun gives {[r[f] for f in FIGURES]} where the evidence holds "
+                             f"{[old[f] for f in FIGURES]} ({', '.join(FIGURES)}); same seed, same bits, so one "
+                             "of them is wrong: find out which before writing")
+        rows[key(r)] = old if old is not None and old.get("seconds") and not r.get("seconds") else r
+    return sorted(rows.values(), key=lambda r: (r["distribution"], r["reading"], r["seed"]))
+
+
+def committed_rows() -> list[dict[str, Any]]:
+    from benchmarks.lab.evidence import EVIDENCE
+
+    path = EVIDENCE / f"{KEY}.json"
+    return list(json.loads(path.read_text())["rows"]) if path.exists() else []
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True, help="the experiment's output folder")
@@ -115,11 +142,12 @@ def main() -> None:
         key = (fed.spec.partition_options["distribution"], reading_of(dict(fed.spec.hyper)))
         cells.setdefault(key, []).append(fed.spec.seed)
     runs = [run_dir(args.out, f) for f in feds]
-    rows = [row(r) for r in runs if (r / "federation.json").exists()]
+    fresh = [row(r) for r in runs if (r / "federation.json").exists()]
+    rows = merged(committed_rows(), fresh)
     path = save(KEY, RENDER, rows, experiment=args.experiment.resolve().relative_to(ROOT).as_posix(),
                 interval="95% Student t over seeds, clipped to [0, 100]; none for one seed",
                 cells=[{"distribution": d, "reading": r, "seeds": sorted(s)} for (d, r), s in cells.items()])
-    print(f"{path}: {len(rows)} of {len(runs)} federations")
+    print(f"{path}: {len(rows)} of {len(runs)} federations ({len(fresh)} read from {args.out})")
 
 
 if __name__ == "__main__":

@@ -45,3 +45,12 @@ def test_the_table_names_the_seeds_not_run_and_gives_no_interval_for_one() -> No
 def test_a_cell_of_neither_reading_is_refused() -> None:
     with pytest.raises(SystemExit, match="neither reading"):
         wh.reading_of({"zero_weight": "freeze", "zero_below": 0.0, "control": "increments"})
+
+
+def test_committed_rows_are_kept_new_ones_added_and_a_disagreeing_rerun_refused() -> None:
+    committed = [_row("stabilised", 2, 95.0, 95.0)]
+    fresh = [_row("stabilised", 3, 97.0, 96.0), _row("stabilised", 2, 95.0, 95.0)]
+    rows = wh.merged(committed, fresh)
+    assert [(r["reading"], r["seed"]) for r in rows] == [("stabilised", 2), ("stabilised", 3)]
+    with pytest.raises(SystemExit, match="rerun gives"):
+        wh.merged(committed, [_row("stabilised", 2, 95.0, 94.0)])
